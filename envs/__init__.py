@@ -1,0 +1,1 @@
+"""The Gymnasium environment, its tools, the sandbox and the grader."""

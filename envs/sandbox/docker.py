@@ -1,0 +1,337 @@
+"""The Docker sandbox: a hardened container with one persistent shell spoken to over a socket."""
+
+from __future__ import annotations
+
+import base64
+import io
+import select
+import shlex
+import socket
+import struct
+import tarfile
+import threading
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+import docker.errors
+
+from repogym.envs.sandbox import owners
+from repogym.envs.sandbox.base import LABEL_ROLE, LABEL_RUN, ExecResult, SandboxConfig
+from repogym.envs.sandbox.client import docker_client
+from repogym.envs.sandbox.shell import Shell, ShellDied
+from repogym.envs.sandbox.util import git_diff_command, restart_note
+from repogym.errors import SandboxError
+
+# Internal commands run with a clean PATH so an agent's exported PATH cannot redirect them.
+SAFE_PATH = "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+FILE_LIMIT = 64 * 1024 * 1024
+USER_LABEL = "org.repogym.user"
+
+_reaped = False
+_reap_lock = threading.Lock()
+
+
+class SocketTransport:
+    """The shell protocol over a ``docker exec`` socket (stdout frames demultiplexed)."""
+
+    def __init__(self, raw: Any, container: Any, user: str | None):
+        self._sock: socket.socket = getattr(raw, "_sock", raw)
+        self._sock.setblocking(True)
+        self._buf = b""
+        self._frame_left = 0
+        self._container = container
+        self._user = user
+
+    def send(self, data: bytes) -> None:
+        try:
+            self._sock.sendall(data)
+        except OSError:
+            pass  # the reader sees the end of the stream
+
+    def recv(self, timeout: float) -> bytes | None:
+        out = bytearray()
+        deadline = time.monotonic() + timeout
+        while True:
+            payload = self._take()
+            if payload:
+                out += payload
+                if not self._pending():
+                    return bytes(out)
+                continue
+            if out:
+                return bytes(out)
+            left = deadline - time.monotonic()
+            ready, _, _ = select.select([self._sock], [], [], max(0.0, left))
+            if not ready:
+                return None
+            try:
+                chunk = self._sock.recv(262144)
+            except OSError:
+                chunk = b""
+            if not chunk:
+                return b""
+            self._buf += chunk
+
+    def _pending(self) -> bool:
+        return bool(self._buf)
+
+    def _take(self) -> bytes:
+        """Payload bytes available in the buffer, skipping the 8-byte frame headers."""
+        out = bytearray()
+        while self._buf:
+            if self._frame_left == 0:
+                if len(self._buf) < 8:
+                    break
+                self._frame_left = struct.unpack(">I", self._buf[4:8])[0]
+                self._buf = self._buf[8:]
+                continue
+            n = min(self._frame_left, len(self._buf))
+            out += self._buf[:n]
+            self._buf = self._buf[n:]
+            self._frame_left -= n
+        return bytes(out)
+
+    def interrupt(self, shell_pid: int) -> None:
+        try:
+            self._container.exec_run(["kill", "-USR1", str(shell_pid)], user=self._user or "")
+        except docker.errors.DockerException:
+            pass
+
+    def close(self) -> None:
+        try:
+            self._sock.close()
+        except OSError:
+            pass
+
+
+class DockerSandbox:
+    """A container started from ``config.image`` with limits, labels and a persistent shell.
+
+    Network off unless asked for, all capabilities dropped, no new privileges, memory / CPU /
+    process limits, a size-limited /tmp, and the image's unprivileged user when it has one.
+    """
+
+    def __init__(self, config: SandboxConfig, client: Any = None):
+        self.config = config
+        self.client = client or docker_client()
+        self.workdir = config.workdir
+        self.name = f"repogym-{config.run_id}-{uuid.uuid4().hex[:8]}"
+        self._closed = False
+        self._shell: Shell | None = None
+        reap_dead_owners(self.client)
+        self.container = self._start_container()
+        owners.track(self.name, self.close)
+        try:
+            self._shell = self._start_shell(self.workdir)
+        except Exception:
+            self.close()
+            raise
+
+    # --- lifecycle ---------------------------------------------------------------------------
+
+    # The container's own process (sleep, under docker-init) keeps the image's user, root in
+    # our images, while every agent process runs as the unprivileged user: `kill -9 -1` from
+    # the agent then cannot stop the container.
+    def _start_container(self) -> Any:
+        cfg = self.config
+        try:
+            image = self.client.images.get(cfg.image)
+        except docker.errors.ImageNotFound as exc:
+            raise SandboxError(
+                f"image {cfg.image} is not built: run `repogym images build --suite SUITE`."
+            ) from exc
+        image_user = (image.labels or {}).get(USER_LABEL)
+        self.user = cfg.user if cfg.user and cfg.user == image_user else None
+        labels = {**owners.owner_labels(), LABEL_RUN: cfg.run_id, LABEL_ROLE: cfg.role}
+        labels.update(dict(cfg.labels))
+        try:
+            return self.client.containers.run(
+                cfg.image,
+                command=["sleep", "infinity"],
+                name=self.name,
+                detach=True,
+                init=True,
+                labels=labels,
+                working_dir=cfg.workdir,
+                network_mode="bridge" if cfg.network else "none",
+                cap_drop=["ALL"],
+                security_opt=["no-new-privileges"],
+                mem_limit=cfg.memory,
+                memswap_limit=cfg.memory,
+                nano_cpus=int(cfg.cpus * 1e9),
+                pids_limit=cfg.pids_limit,
+                tmpfs={"/tmp": f"size={cfg.tmpfs_size},mode=1777"},
+                environment=dict(cfg.env),
+                stop_signal="SIGKILL",
+            )
+        except docker.errors.APIError as exc:
+            raise SandboxError(f"could not start a container from {cfg.image}: {exc}") from exc
+
+    def _start_shell(self, cwd: str) -> Shell:
+        api = self.client.api
+        env = {"HOME": "/tmp" if self.user is None else f"/home/{self.user}", **dict(self.config.env)}
+        try:
+            exec_id = api.exec_create(
+                self.container.id,
+                ["bash", "--noprofile", "--norc", "-s"],
+                stdin=True,
+                stdout=True,
+                stderr=True,
+                tty=False,
+                user=self.user or "",
+                workdir=cwd,
+                environment=env,
+            )["Id"]
+            raw = api.exec_start(exec_id, socket=True)
+        except docker.errors.APIError as exc:
+            raise SandboxError(f"could not start a shell in {self.name}: {exc}") from exc
+        return Shell(SocketTransport(raw, self.container, self.user), self.config.output_limit)
+
+    def alive(self) -> bool:
+        if self._closed:
+            return False
+        try:
+            self.container.reload()
+        except docker.errors.DockerException:
+            return False
+        return bool(self.container.status == "running")
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        owners.untrack(self.name)
+        if self._shell is not None:
+            self._shell.close()
+            self._shell = None
+        try:
+            self.container.remove(force=True, v=True)
+        except docker.errors.NotFound:
+            pass
+        except docker.errors.APIError as exc:
+            if "already in progress" not in str(exc):
+                raise SandboxError(f"could not remove {self.name}: {exc}") from exc
+
+    def __enter__(self) -> DockerSandbox:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # --- commands ----------------------------------------------------------------------------
+
+    def run(self, command: str, timeout: float = 60.0) -> ExecResult:
+        if self._closed or self._shell is None:
+            raise SandboxError(f"{self.name} is closed")
+        try:
+            return self._shell.run(command, timeout)
+        except ShellDied as died:
+            return self._recover(str(died))
+
+    def _recover(self, reason: str) -> ExecResult:
+        """Starts a new shell after the old one died; restarts the container if it stopped."""
+        cwd = (self._shell.cwd if self._shell else None) or self.workdir
+        if self._shell is not None:
+            self._shell.close()
+            self._shell = None
+        for attempt in range(3):
+            if not self.alive():
+                try:
+                    self.container.restart(timeout=0)
+                except docker.errors.DockerException as exc:
+                    raise SandboxError(f"{self.name} died and could not restart: {exc}") from exc
+                reason += "; the container had stopped and was restarted"
+            try:
+                self._shell = self._start_shell(cwd if attempt == 0 else self.workdir)
+                break
+            except (SandboxError, ShellDied):
+                time.sleep(0.2 * (attempt + 1))
+        else:
+            raise SandboxError(f"{self.name}: no shell could be started after: {reason}")
+        return ExecResult(restart_note(reason, self._shell.cwd or cwd), -1, shell_restarted=True)
+
+    def _internal(self, command: str, timeout: float = 60.0, limit: int = FILE_LIMIT) -> ExecResult:
+        """Runs a command of ours (not the agent's) with a clean PATH and a large output cap."""
+        if self._shell is None:
+            raise SandboxError(f"{self.name} is closed")
+        saved = self._shell.output_limit
+        self._shell.output_limit = limit
+        try:
+            return self.run(f"{SAFE_PATH}; {command}", timeout)
+        finally:
+            if self._shell is not None:
+                self._shell.output_limit = saved
+
+    # --- files -------------------------------------------------------------------------------
+
+    def _abs(self, path: str) -> str:
+        return path if path.startswith("/") else f"{self.workdir.rstrip('/')}/{path}"
+
+    def read_file(self, path: str) -> bytes:
+        target = shlex.quote(self._abs(path))
+        result = self._internal(
+            f"if [ -d {target} ]; then echo ISDIR; exit 3; fi; "
+            f"[ -e {target} ] || {{ echo MISSING; exit 2; }}; "
+            f"[ $(stat -c %s {target}) -le {FILE_LIMIT // 2} ] || {{ echo TOOBIG; exit 4; }}; "
+            f"base64 -w0 -- {target}"
+        )
+        if result.exit_code == 2:
+            raise FileNotFoundError(path)
+        if result.exit_code == 3:
+            raise IsADirectoryError(path)
+        if result.exit_code == 4:
+            raise SandboxError(f"{path} is larger than {FILE_LIMIT // 2} bytes: read a range with bash.")
+        if result.exit_code != 0:
+            raise PermissionError(f"{path}: {result.output.strip()[:200]}")
+        return base64.b64decode(result.output)
+
+    def write_file(self, path: str, data: bytes) -> None:
+        target = shlex.quote(self._abs(path))
+        encoded = base64.b64encode(data).decode()
+        result = self._internal(
+            f"mkdir -p -- \"$(dirname -- {target})\" && printf %s '{encoded}' | base64 -d > {target}"
+        )
+        if result.exit_code != 0:
+            raise PermissionError(f"cannot write {path}: {result.output.strip()[:200]}")
+
+    def copy_in(self, src: Path, dest: str) -> None:
+        buf = io.BytesIO()
+        with tarfile.open(fileobj=buf, mode="w") as tar:
+            tar.add(str(src), arcname=src.name)
+        self._internal(f"mkdir -p -- {shlex.quote(self._abs(dest))}")
+        if not self.container.put_archive(self._abs(dest), buf.getvalue()):
+            raise SandboxError(f"could not copy {src} into {self.name}:{dest}")
+
+    def copy_out(self, src: str, dest: Path) -> None:
+        try:
+            stream, _ = self.container.get_archive(self._abs(src))
+        except docker.errors.NotFound as exc:
+            raise FileNotFoundError(src) from exc
+        dest.mkdir(parents=True, exist_ok=True)
+        with tarfile.open(fileobj=io.BytesIO(b"".join(stream)), mode="r") as tar:
+            tar.extractall(dest, filter="data")
+
+    def diff(self, base: str) -> str:
+        """The diff as text; bytes that are not UTF-8 survive as surrogate escapes."""
+        result = self._internal(
+            f"set -o pipefail; ( {git_diff_command(self.workdir, base)} ) | base64 -w0", timeout=120
+        )
+        try:
+            raw = base64.b64decode(result.output, validate=True)
+        except ValueError:
+            raw = result.output.encode()
+        if result.exit_code != 0:
+            raise SandboxError(f"could not compute the diff in {self.name}: {raw[-300:]!r}")
+        return raw.decode("utf-8", errors="surrogateescape")
+
+
+def reap_dead_owners(client: Any) -> list[str]:
+    """Removes, once per process, the containers that dead owners on this host left behind."""
+    global _reaped
+    with _reap_lock:
+        if _reaped:
+            return []
+        _reaped = True
+    return owners.remove_containers(owners.leftovers(client))

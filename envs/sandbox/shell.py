@@ -1,0 +1,178 @@
+"""One persistent bash per sandbox, spoken to over a byte stream.
+
+Each command runs in a subshell that is its own process group (``set -m``), so a timeout kills
+the whole tree while the shell survives; ``cd`` and exports are carried back to the shell
+through a state file written when the subshell exits. The end of a command is a line with a
+fresh nonce, its exit code and the working folder. The host keeps only the head and the tail of
+the output, so a command that prints gigabytes costs bounded memory.
+"""
+
+from __future__ import annotations
+
+import re
+import secrets
+import time
+from dataclasses import dataclass
+from typing import Protocol
+
+from repogym.envs.sandbox.base import ExecResult
+
+# Sent once when the shell starts. stdin carries the protocol, so commands get </dev/null.
+PRELUDE = r"""
+exec 2>&1
+set +o history
+__rg_state="${TMPDIR:-/tmp}/.repogym-state-$$"
+: > "$__rg_state"
+__rg_save() { { printf 'cd -- %q\n' "$PWD"; export -p; } > "$__rg_state" 2>/dev/null; }
+trap 'kill -KILL -- -$__rg_pid 2>/dev/null' USR1
+printf '__RG_READY %d\n' "$$"
+"""
+
+COMMAND = r"""IFS= read -r -d '' __rg_cmd <<'__RG_EOF_{nonce}'
+{command}
+__RG_EOF_{nonce}
+set -m
+( trap __rg_save EXIT; eval "${{__rg_cmd%$'\n'}}" ) </dev/null &
+__rg_pid=$!
+set +m
+wait $__rg_pid 2>/dev/null; __rg_rc=$?
+while kill -0 $__rg_pid 2>/dev/null; do wait $__rg_pid 2>/dev/null; __rg_rc=$?; done
+kill -KILL -- -$__rg_pid 2>/dev/null
+[ -s "$__rg_state" ] && . "$__rg_state" 2>/dev/null
+: > "$__rg_state"
+printf '\n__RG_END_{nonce} %d %s\n' "$__rg_rc" "$PWD"
+"""
+
+
+class Transport(Protocol):
+    """A byte stream to a shell, and a way to signal it."""
+
+    def send(self, data: bytes) -> None: ...
+
+    def recv(self, timeout: float) -> bytes | None:
+        """Bytes read, ``b""`` at end of stream, ``None`` when nothing came within ``timeout``."""
+        ...
+
+    def interrupt(self, shell_pid: int) -> None:
+        """Sends SIGUSR1 to the shell, which kills the running command's process group."""
+        ...
+
+    def close(self) -> None: ...
+
+
+class ShellDied(Exception):
+    """The shell's stream ended: it was killed or the container stopped."""
+
+
+@dataclass
+class _Capture:
+    """Head and tail of a stream, with the end marker searched across chunk borders."""
+
+    limit: int
+    marker: bytes
+    head: bytearray
+    tail: bytearray
+    total: int = 0
+    pending: bytes = b""
+
+    def feed(self, chunk: bytes) -> bytes | None:
+        """Takes a chunk; returns the end line once the marker has been seen."""
+        data = self.pending + chunk
+        at = data.find(self.marker)
+        if at >= 0:
+            end = data.find(b"\n", at + len(self.marker))
+            if end < 0:
+                self.pending = data
+                return None
+            self._keep(data[:at])
+            self.pending = b""
+            return data[at + len(self.marker) : end]
+        keep = max(0, len(data) - len(self.marker))
+        self._keep(data[:keep])
+        self.pending = data[keep:]
+        return None
+
+    def _keep(self, data: bytes) -> None:
+        self.total += len(data)
+        half = self.limit // 2
+        room = half - len(self.head)
+        if room > 0:
+            self.head += data[:room]
+            data = data[room:]
+        if data:
+            self.tail += data
+            if len(self.tail) > half:
+                del self.tail[: len(self.tail) - half]
+
+    def text(self) -> tuple[str, bool]:
+        raw_total = self.total
+        body = bytes(self.head)
+        truncated = raw_total > len(self.head) + len(self.tail)
+        if truncated:
+            cut = raw_total - len(self.head) - len(self.tail)
+            body += f"\n[... {cut} bytes of output cut; showing head and tail ...]\n".encode()
+        body += bytes(self.tail)
+        return body.decode("utf-8", errors="replace"), truncated
+
+
+class Shell:
+    """The host side of the protocol."""
+
+    def __init__(self, transport: Transport, output_limit: int, start_timeout: float = 30.0):
+        self.transport = transport
+        self.output_limit = output_limit
+        self.pid = self._handshake(start_timeout)
+        self.cwd: str | None = None
+
+    def _handshake(self, timeout: float) -> int:
+        self.transport.send(PRELUDE.encode())
+        buf = b""
+        deadline = time.monotonic() + timeout
+        while (m := re.search(rb"__RG_READY (\d+)\n", buf)) is None:
+            left = deadline - time.monotonic()
+            chunk = self.transport.recv(max(0.0, min(left, 1.0)))
+            if chunk == b"" or left <= 0:
+                raise ShellDied(f"the shell did not start; it said: {buf[-500:]!r}")
+            buf += chunk or b""
+        return int(m.group(1))
+
+    def run(self, command: str, timeout: float) -> ExecResult:
+        nonce = secrets.token_hex(8)
+        marker = f"\n__RG_END_{nonce} ".encode()
+        script = COMMAND.format(nonce=nonce, command=command.replace("\x00", ""))
+        start = time.monotonic()
+        self.transport.send(script.encode("utf-8", errors="surrogateescape"))
+        cap = _Capture(self.output_limit, marker, bytearray(), bytearray())
+        timed_out = False
+        deadline = start + timeout
+        hard_deadline = deadline + 10.0
+        while True:
+            now = time.monotonic()
+            wait = (deadline if not timed_out else hard_deadline) - now
+            chunk = self.transport.recv(max(0.0, min(wait, 1.0)))
+            if chunk == b"":
+                raise ShellDied("the shell's stream ended")
+            if chunk is None:
+                if not timed_out and time.monotonic() >= deadline:
+                    timed_out = True
+                    self.transport.interrupt(self.pid)
+                elif timed_out and time.monotonic() >= hard_deadline:
+                    raise ShellDied("the shell did not answer after its command was killed")
+                continue
+            end = cap.feed(chunk)
+            if end is not None:
+                break
+        code_text, _, cwd = end.decode("utf-8", errors="replace").partition(" ")
+        self.cwd = cwd or self.cwd
+        output, truncated = cap.text()
+        return ExecResult(
+            output=output,
+            exit_code=int(code_text) if code_text.lstrip("-").isdigit() else -1,
+            timed_out=timed_out,
+            truncated=truncated,
+            n_bytes=cap.total,
+            duration=time.monotonic() - start,
+        )
+
+    def close(self) -> None:
+        self.transport.close()

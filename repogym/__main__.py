@@ -1,0 +1,3 @@
+from repogym.scripts.cli import main
+
+raise SystemExit(main())

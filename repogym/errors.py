@@ -1,0 +1,37 @@
+"""One error hierarchy. Every message says what to do about it."""
+
+
+class RepogymError(Exception):
+    """Base class of every error repogym raises on purpose."""
+
+
+class DockerUnavailable(RepogymError):
+    """No Docker engine answers."""
+
+    def __init__(self, detail: str = "") -> None:
+        super().__init__(
+            "No Docker engine answers"
+            + (f" ({detail})" if detail else "")
+            + ". Start one (`dockerd &` as root, or `make docker`), or set DOCKER_HOST, "
+            "then run `repogym doctor`."
+        )
+
+
+class SandboxError(RepogymError):
+    """The sandbox itself failed (not a command inside it)."""
+
+
+class ImageBuildError(RepogymError):
+    """An image could not be built."""
+
+
+class TaskError(RepogymError):
+    """A task or suite is malformed or cannot be found."""
+
+
+class GradingError(RepogymError):
+    """The grader could not run (an infrastructure failure, never an agent failure)."""
+
+
+class ActionError(RepogymError):
+    """An action could not be parsed; the env turns it into an observation."""

@@ -1,0 +1,94 @@
+"""Repository snapshots: a tree at one commit, made into a fresh one-commit repository.
+
+The snapshot carries no history, no other refs, no reflog and no remotes, so nothing after the
+base commit can leak into a container. Its commit is made with a fixed identity and date, so the
+same tree always gives the same commit id.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import tempfile
+from pathlib import Path
+
+from repogym.errors import TaskError
+
+SNAPSHOT_ENV = {
+    "GIT_AUTHOR_NAME": "repogym",
+    "GIT_AUTHOR_EMAIL": "repogym@localhost",
+    "GIT_COMMITTER_NAME": "repogym",
+    "GIT_COMMITTER_EMAIL": "repogym@localhost",
+    "GIT_AUTHOR_DATE": "2000-01-01T00:00:00+0000",
+    "GIT_COMMITTER_DATE": "2000-01-01T00:00:00+0000",
+    "GIT_CONFIG_NOSYSTEM": "1",
+    "GIT_CONFIG_GLOBAL": os.devnull,
+}
+
+
+def git(cwd: Path | str, *args: str, check: bool = True, input: bytes | None = None) -> str:
+    env = {**os.environ, **SNAPSHOT_ENV}
+    proc = subprocess.run(
+        ["git", "-c", "core.hooksPath=/dev/null", *args],
+        cwd=cwd,
+        env=env,
+        input=input,
+        capture_output=True,
+    )
+    if check and proc.returncode != 0:
+        raise TaskError(
+            f"git {' '.join(args)} failed in {cwd}: {proc.stderr.decode(errors='replace').strip()}"
+        )
+    return proc.stdout.decode(errors="replace")
+
+
+def export_tree(source: str | Path, commit: str | None, dest: Path) -> None:
+    """Writes the files of ``source`` at ``commit`` into ``dest`` (no ``.git``).
+
+    ``source`` is a git repository, a git bundle, or a plain folder (then ``commit`` is ignored
+    unless the folder is itself a repository).
+    """
+    src = Path(source)
+    if not src.exists():
+        raise TaskError(f"task source {src} does not exist: fix the task's `source` path.")
+    dest.mkdir(parents=True, exist_ok=True)
+    is_repo = src.is_file() or (src / ".git").exists() or (src / "HEAD").is_file()
+    if not is_repo:
+        shutil.copytree(src, dest, symlinks=True, dirs_exist_ok=True,
+                        ignore=shutil.ignore_patterns(".git", "__pycache__", "*.pyc"))
+        return
+    with tempfile.TemporaryDirectory(prefix="repogym-clone-") as tmp:
+        git(tmp, "clone", "--quiet", "--no-checkout", str(src.resolve()), "repo")
+        repo = Path(tmp) / "repo"
+        target = commit or "HEAD"
+        if git(repo, "cat-file", "-t", target, check=False).strip() != "commit":
+            raise TaskError(f"commit {target} is not in {src}: check the task's base_commit.")
+        archive = subprocess.run(
+            ["git", "archive", "--format=tar", target], cwd=repo, capture_output=True, check=True
+        ).stdout
+        subprocess.run(["tar", "-x", "-C", str(dest)], input=archive, check=True)
+
+
+def snapshot(tree: Path) -> str:
+    """Makes ``tree`` a one-commit repository in place; returns its commit id."""
+    if (tree / ".git").exists():
+        shutil.rmtree(tree / ".git")
+    git(tree, "init", "--quiet", "--initial-branch=main")
+    git(tree, "add", "--all", "--force")
+    git(tree, "commit", "--quiet", "--no-verify", "--allow-empty", "-m", "base")
+    for path in ("logs", "ORIG_HEAD", "FETCH_HEAD", "hooks", "description", "info/exclude"):
+        target = tree / ".git" / path
+        if target.is_dir():
+            shutil.rmtree(target)
+        elif target.exists():
+            target.unlink()
+    return git(tree, "rev-parse", "HEAD").strip()
+
+
+def snapshot_commit(source: str | Path, commit: str | None = None) -> str:
+    """The commit id a snapshot of ``source`` at ``commit`` gets (computed in a temp folder)."""
+    with tempfile.TemporaryDirectory(prefix="repogym-snap-") as tmp:
+        tree = Path(tmp) / "tree"
+        export_tree(source, commit, tree)
+        return snapshot(tree)

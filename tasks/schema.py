@@ -1,0 +1,128 @@
+"""The task format: a superset of a SWE-bench instance (see the README's "Tasks")."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import asdict, dataclass, field, fields, replace
+from pathlib import Path
+from typing import Any
+
+from repogym.errors import TaskError
+
+KINDS = ("swe", "replication", "synthetic")
+SPLITS = ("train", "eval", "adversarial")
+
+
+@dataclass(frozen=True)
+class Environment:
+    """How a task's image is built and how its tests run."""
+
+    python: str = "3.11"
+    image: str | None = None
+    setup: tuple[str, ...] = ()
+    test_cmd: str = "python -m pytest -rA"
+    log_parser: str = "pytest"
+    test_files: tuple[str, ...] = ()
+    timeout: float = 300.0
+
+    def __post_init__(self) -> None:
+        if self.python not in PYTHON_SUITES and self.image is None:
+            raise TaskError(
+                f"environment.python={self.python!r} has no base image recipe; use one of "
+                f"{sorted(PYTHON_SUITES)} or set environment.image."
+            )
+        if self.timeout <= 0:
+            raise TaskError(f"environment.timeout={self.timeout} must be positive.")
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any] | None) -> Environment:
+        data = dict(data or {})
+        unknown = set(data) - {f.name for f in fields(cls)}
+        if unknown:
+            raise TaskError(
+                f"unknown environment fields {sorted(unknown)}; valid: {[f.name for f in fields(cls)]}"
+            )
+        for key in ("setup", "test_files"):
+            if isinstance(data.get(key), str):
+                data[key] = (data[key],)
+            if key in data:
+                data[key] = tuple(data[key])
+        if "python" in data:
+            data["python"] = str(data["python"])
+        return cls(**data)
+
+
+# Debian suite that ships each Python, for the locally built base images.
+PYTHON_SUITES = {"3.9": "bullseye", "3.11": "bookworm", "3.13": "trixie"}
+
+
+@dataclass(frozen=True)
+class Task:
+    """One episode's task. SWE-bench instances load as they are."""
+
+    instance_id: str
+    repo: str
+    base_commit: str
+    problem_statement: str
+    patch: str = ""
+    test_patch: str = ""
+    FAIL_TO_PASS: tuple[str, ...] = ()
+    PASS_TO_PASS: tuple[str, ...] = ()
+    source: str | None = None
+    environment: Environment = field(default_factory=Environment)
+    kind: str = "swe"
+    split: str = "eval"
+    version: str | None = None
+    hints_text: str = ""
+    created_at: str | None = None
+    reference: dict[str, Any] | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if not self.instance_id:
+            raise TaskError("a task has no instance_id.")
+        if self.kind not in KINDS:
+            raise TaskError(f"task {self.instance_id}: kind={self.kind!r}; use one of {KINDS}.")
+        if self.split not in SPLITS:
+            raise TaskError(f"task {self.instance_id}: split={self.split!r}; use one of {SPLITS}.")
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any], base_dir: Path | None = None) -> Task:
+        data = dict(data)
+        missing = [k for k in ("instance_id", "repo", "base_commit", "problem_statement") if k not in data]
+        if missing:
+            raise TaskError(f"task {data.get('instance_id', '?')}: missing fields {missing}.")
+        for key in ("FAIL_TO_PASS", "PASS_TO_PASS"):
+            value = data.get(key, [])
+            if isinstance(value, str):
+                value = json.loads(value) if value.strip() else []
+            data[key] = tuple(value)
+        data["environment"] = Environment.from_dict(data.get("environment"))
+        source = data.get("source")
+        if source and base_dir is not None and not Path(source).is_absolute():
+            data["source"] = str((base_dir / source).resolve())
+        known = {f.name for f in fields(cls)}
+        extra = {k: v for k, v in data.items() if k not in known}
+        data = {k: v for k, v in data.items() if k in known}
+        data["extra"] = {**data.get("extra", {}), **extra}
+        return cls(**data)
+
+    def to_dict(self) -> dict[str, Any]:
+        out = asdict(self)
+        out["FAIL_TO_PASS"] = list(self.FAIL_TO_PASS)
+        out["PASS_TO_PASS"] = list(self.PASS_TO_PASS)
+        env = out["environment"]
+        env["setup"] = list(self.environment.setup)
+        env["test_files"] = list(self.environment.test_files)
+        extra = out.pop("extra")
+        return {**extra, **out}
+
+    @property
+    def task_hash(self) -> str:
+        """A content hash of everything that decides the task's grading."""
+        blob = json.dumps(self.to_dict(), sort_keys=True, default=str).encode()
+        return hashlib.sha256(blob).hexdigest()[:16]
+
+    def with_(self, **changes: Any) -> Task:
+        return replace(self, **changes)
