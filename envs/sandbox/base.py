@@ -48,6 +48,8 @@ class SandboxConfig:
     pids_limit: int = 256
     output_limit: int = 32_000
     tmpfs_size: str = "256m"
+    cap_add: tuple[str, ...] = ()
+    shell: bool = True
     env: tuple[tuple[str, str], ...] = ()
     labels: tuple[tuple[str, str], ...] = ()
 

@@ -20,7 +20,7 @@ import docker.errors
 from repogym.envs.sandbox import owners
 from repogym.envs.sandbox.base import LABEL_ROLE, LABEL_RUN, ExecResult, SandboxConfig
 from repogym.envs.sandbox.client import docker_client
-from repogym.envs.sandbox.shell import Shell, ShellDied
+from repogym.envs.sandbox.shell import OutputCapture, Shell, ShellDied
 from repogym.envs.sandbox.util import git_diff_command, restart_note
 from repogym.errors import SandboxError
 
@@ -123,11 +123,12 @@ class DockerSandbox:
         reap_dead_owners(self.client)
         self.container = self._start_container()
         owners.track(self.name, self.close)
-        try:
-            self._shell = self._start_shell(self.workdir)
-        except Exception:
-            self.close()
-            raise
+        if config.shell:
+            try:
+                self._shell = self._start_shell(self.workdir)
+            except Exception:
+                self.close()
+                raise
 
     # --- lifecycle ---------------------------------------------------------------------------
 
@@ -157,6 +158,7 @@ class DockerSandbox:
                 working_dir=cfg.workdir,
                 network_mode="bridge" if cfg.network else "none",
                 cap_drop=["ALL"],
+                cap_add=list(cfg.cap_add) or None,
                 security_opt=["no-new-privileges"],
                 mem_limit=cfg.memory,
                 memswap_limit=cfg.memory,
@@ -263,6 +265,43 @@ class DockerSandbox:
         finally:
             if self._shell is not None:
                 self._shell.output_limit = saved
+
+    def exec(self, argv: list[str], user: str | None = None, timeout: float = 60.0,
+             limit: int | None = None) -> ExecResult:
+        """One ``docker exec`` outside the shell (``user="root"`` for the harness's own steps).
+
+        The command is wrapped in ``timeout``; output is streamed and only head and tail kept.
+        """
+        limit = limit or self.config.output_limit
+        wrapped = ["timeout", "-k", "5", str(max(1, int(timeout))), *argv]
+        api = self.client.api
+        start = time.monotonic()
+        try:
+            exec_id = api.exec_create(self.container.id, wrapped, stdout=True, stderr=True,
+                                      user=user if user is not None else (self.user or ""),
+                                      workdir=self.workdir)["Id"]
+            capture = OutputCapture(limit)
+            for chunk in api.exec_start(exec_id, stream=True):
+                capture.add(chunk)
+            code = api.exec_inspect(exec_id).get("ExitCode")
+        except docker.errors.APIError as exc:
+            raise SandboxError(f"exec in {self.name} failed: {exc}") from exc
+        output, truncated = capture.text()
+        return ExecResult(output, -1 if code is None else int(code), timed_out=code in (124, 137),
+                          truncated=truncated, n_bytes=capture.total,
+                          duration=time.monotonic() - start)
+
+    def put_files(self, files: dict[str, bytes], dest: str, owner: int = 0) -> None:
+        """Writes files (paths relative to ``dest``) with one archive upload."""
+        buf = io.BytesIO()
+        with tarfile.open(fileobj=buf, mode="w") as tar:
+            for name, data in files.items():
+                info = tarfile.TarInfo(name)
+                info.size, info.mode, info.uid, info.gid = len(data), 0o644, owner, owner
+                info.mtime = int(time.time())
+                tar.addfile(info, io.BytesIO(data))
+        if not self.container.put_archive(dest, buf.getvalue()):
+            raise SandboxError(f"could not upload files into {self.name}:{dest}")
 
     # --- files -------------------------------------------------------------------------------
 

@@ -12,7 +12,6 @@ from __future__ import annotations
 import re
 import secrets
 import time
-from dataclasses import dataclass
 from typing import Protocol
 
 from repogym.envs.sandbox.base import ExecResult
@@ -64,35 +63,16 @@ class ShellDied(Exception):
     """The shell's stream ended: it was killed or the container stopped."""
 
 
-@dataclass
-class _Capture:
-    """Head and tail of a stream, with the end marker searched across chunk borders."""
+class OutputCapture:
+    """Keeps the first and last ``limit // 2`` bytes of a stream and counts the rest."""
 
-    limit: int
-    marker: bytes
-    head: bytearray
-    tail: bytearray
-    total: int = 0
-    pending: bytes = b""
+    def __init__(self, limit: int):
+        self.limit = limit
+        self.head = bytearray()
+        self.tail = bytearray()
+        self.total = 0
 
-    def feed(self, chunk: bytes) -> bytes | None:
-        """Takes a chunk; returns the end line once the marker has been seen."""
-        data = self.pending + chunk
-        at = data.find(self.marker)
-        if at >= 0:
-            end = data.find(b"\n", at + len(self.marker))
-            if end < 0:
-                self.pending = data
-                return None
-            self._keep(data[:at])
-            self.pending = b""
-            return data[at + len(self.marker) : end]
-        keep = max(0, len(data) - len(self.marker))
-        self._keep(data[:keep])
-        self.pending = data[keep:]
-        return None
-
-    def _keep(self, data: bytes) -> None:
+    def add(self, data: bytes) -> None:
         self.total += len(data)
         half = self.limit // 2
         room = half - len(self.head)
@@ -105,14 +85,38 @@ class _Capture:
                 del self.tail[: len(self.tail) - half]
 
     def text(self) -> tuple[str, bool]:
-        raw_total = self.total
         body = bytes(self.head)
-        truncated = raw_total > len(self.head) + len(self.tail)
-        if truncated:
-            cut = raw_total - len(self.head) - len(self.tail)
+        cut = self.total - len(self.head) - len(self.tail)
+        if cut > 0:
             body += f"\n[... {cut} bytes of output cut; showing head and tail ...]\n".encode()
         body += bytes(self.tail)
-        return body.decode("utf-8", errors="replace"), truncated
+        return body.decode("utf-8", errors="replace"), cut > 0
+
+
+class _Capture(OutputCapture):
+    """An :class:`OutputCapture` that also finds the end marker across chunk borders."""
+
+    def __init__(self, limit: int, marker: bytes):
+        super().__init__(limit)
+        self.marker = marker
+        self.pending = b""
+
+    def feed(self, chunk: bytes) -> bytes | None:
+        """Takes a chunk; returns the end line once the marker has been seen."""
+        data = self.pending + chunk
+        at = data.find(self.marker)
+        if at >= 0:
+            end = data.find(b"\n", at + len(self.marker))
+            if end < 0:
+                self.pending = data
+                return None
+            self.add(data[:at])
+            self.pending = b""
+            return data[at + len(self.marker) : end]
+        keep = max(0, len(data) - len(self.marker))
+        self.add(data[:keep])
+        self.pending = data[keep:]
+        return None
 
 
 class Shell:
@@ -142,7 +146,7 @@ class Shell:
         script = COMMAND.format(nonce=nonce, command=command.replace("\x00", ""))
         start = time.monotonic()
         self.transport.send(script.encode("utf-8", errors="surrogateescape"))
-        cap = _Capture(self.output_limit, marker, bytearray(), bytearray())
+        cap = _Capture(self.output_limit, marker)
         timed_out = False
         deadline = start + timeout
         hard_deadline = deadline + 10.0

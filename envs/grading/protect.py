@@ -1,0 +1,69 @@
+"""Which paths an agent may not change: tests, test configuration and interpreter start-up hooks.
+
+Changes to these are removed before grading and recorded as flags. ``setup.cfg``,
+``pyproject.toml`` and ``setup.py`` are judged by content: only a change to their pytest
+configuration (or pytest plugin entry points) is removed, so ordinary edits survive.
+"""
+
+from __future__ import annotations
+
+import configparser
+import fnmatch
+import re
+
+import tomllib
+
+TEST_DIRS = {"tests", "test", "testing"}
+PYTEST_CONFIGS = {"pytest.ini", ".pytest.ini", "tox.ini"}
+STARTUP_HOOKS = {"sitecustomize.py", "usercustomize.py"}
+CONTENT_CHECKED = {"setup.cfg", "pyproject.toml", "setup.py"}
+
+
+def protected_reason(path: str, task_test_files: frozenset[str] | set[str]) -> str | None:
+    """Why ``path`` is off limits for the agent, or None when it may be changed."""
+    parts = path.split("/")
+    name = parts[-1]
+    if path in task_test_files:
+        return "task_test_file"
+    if name == "conftest.py":
+        return "conftest"
+    if name in PYTEST_CONFIGS:
+        return "pytest_config"
+    if name in STARTUP_HOOKS or name.endswith(".pth"):
+        return "startup_hook"
+    if any(p in TEST_DIRS for p in parts[:-1]):
+        return "test_path"
+    if fnmatch.fnmatch(name, "test_*.py") or fnmatch.fnmatch(name, "*_test.py"):
+        return "test_file"
+    return None
+
+
+def pytest_settings(name: str, text: str) -> str:
+    """The part of a setup file that configures pytest, normalised for comparison."""
+    if name == "setup.cfg":
+        parser = configparser.ConfigParser(interpolation=None, strict=False)
+        try:
+            parser.read_string(text)
+        except configparser.Error:
+            return "unparsable:" + text
+        keep = {s: dict(parser[s]) for s in parser.sections()
+                if s in ("tool:pytest", "pytest") or "pytest11" in str(dict(parser[s]))}
+        return repr(sorted(keep.items()))
+    if name == "pyproject.toml":
+        try:
+            data = tomllib.loads(text)
+        except tomllib.TOMLDecodeError:
+            return "unparsable:" + text
+        tool = data.get("tool", {})
+        plugins = data.get("project", {}).get("entry-points", {}).get("pytest11")
+        return repr((tool.get("pytest"), plugins, _find(tool, "pytest11")))
+    # setup.py: any line that mentions pytest
+    return "\n".join(line.strip() for line in text.splitlines() if re.search("pytest", line))
+
+
+def _find(tree: object, key: str) -> list[object]:
+    found: list[object] = []
+    if isinstance(tree, dict):
+        for k, v in tree.items():
+            found += [v] if k == key else _find(v, key)
+    return found

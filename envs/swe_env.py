@@ -1,0 +1,326 @@
+"""``repogym/SWE-v0``: one episode is one task in a repository inside a container."""
+
+from __future__ import annotations
+
+import tempfile
+import time
+from pathlib import Path
+from typing import Any, SupportsFloat
+
+import gymnasium as gym
+
+from repogym.envs.actions import HOW_TO_CALL, parse_action
+from repogym.envs.grading.grader import Grader, GraderConfig, GradingReport
+from repogym.envs.grading.rewards import (
+    RewardFn,
+    components,
+    function_source,
+    reward_fn,
+    similarity,
+)
+from repogym.envs.record import EpisodeRecorder, versions
+from repogym.envs.sandbox.base import Sandbox, SandboxConfig, default_run_id
+from repogym.envs.sandbox.pool import SandboxPool
+from repogym.envs.spaces import AnyText
+from repogym.envs.tools import TOOL_SCHEMAS, Toolbox
+from repogym.errors import ActionError, SandboxError
+from repogym.tasks.images import WORKDIR, BuiltImage, ensure_image, image_info
+from repogym.tasks.schema import Task
+from repogym.tasks.suite import load_suite, pick
+
+MAX_TEXT = 10_000_000
+
+
+class SWEEnv(gym.Env[str, Any]):
+    """A coding agent resolves an issue in a real repository; hidden tests give the reward.
+
+    ## Description
+    Each episode is one task: a repository at its base commit inside a fresh Docker container
+    and an issue to resolve. The agent calls tools (a persistent bash shell, a file viewer and
+    editor) and submits; the grader then applies the agent's diff to a pristine container,
+    adds the task's hidden tests and runs them where the agent cannot reach.
+
+    ## Action Space
+    ``AnyText``: one tool call, as a dict (``{"tool": "bash", "command": "ls"}`` or
+    ``{"name": ..., "arguments": {...}}``), a JSON string of one, or raw model text holding one
+    ``<tool_call>{"name": ..., "arguments": {...}}</tool_call>`` block. Tools: ``bash``,
+    ``view``, ``create``, ``str_replace``, ``insert``, ``undo_edit``, ``submit``; their
+    OpenAI function schemas are in ``info["tools"]`` after ``reset``. A malformed call never
+    raises: the observation says what was wrong and how to call the tool, it counts as a step,
+    and ``info["action_error"]`` holds the message.
+
+    ## Observation Space
+    ``AnyText`` (any ``str``). After ``reset``: the task prompt (the issue, where the repository
+    is, how to call the tools). After a step: the tool's output (head and tail when long).
+
+    ## Rewards
+    0.0 on every step but the last. On ``submit`` the reward comes from ``reward``:
+    ``"binary"`` (default: 1.0 when resolved), ``"pass_rate"``, ``"shaped"``, or a callable
+    over ``info["reward_components"]``. ``info["grading"]`` holds the per-test report and
+    ``info["flags"]`` every tampering attempt detected.
+
+    ## Starting State
+    A container from the task's image with the repository at ``/testbed`` as one commit (no
+    later history), network off, an unprivileged user, limits on memory, CPU and processes.
+
+    ## Episode End
+    Terminated after ``submit``. Truncated when ``max_steps`` steps, ``max_seconds`` of wall
+    time or ``max_observation_chars`` characters of observations are used up
+    (``info["truncation"]`` says which); a truncated episode is not graded.
+
+    ## Arguments
+    - ``suite``: a built-in suite name (``"demo"``, ``"adversarial"``), a ``.jsonl`` file or a
+      suite folder. ``tasks``: a list of :class:`~repogym.tasks.schema.Task` instead.
+    - ``split``: keep only ``"train"``, ``"eval"`` or ``"adversarial"`` tasks.
+    - ``reward``: see Rewards. ``max_steps`` (50), ``max_seconds`` (1800),
+      ``max_observation_chars`` (1,000,000), ``bash_timeout`` (60 s per command),
+      ``output_limit`` (16,000 bytes kept per command).
+    - ``record_dir``: write one JSON Lines record per episode there.
+    - ``pool_size``: containers kept started per image (0: start one per reset).
+    - ``grader``: a :class:`~repogym.envs.grading.grader.GraderConfig`.
+    - ``sandbox``: ``"docker"`` (default) or ``"fake"`` (a local folder, for tests of code
+      above the sandbox; it isolates nothing).
+
+    ## Version History
+    - v0: first version.
+    """
+
+    metadata = {"render_modes": ["ansi"], "render_fps": 1}
+
+    def __init__(
+        self,
+        suite: str | Path | None = "demo",
+        tasks: list[Task] | None = None,
+        split: str | None = None,
+        reward: str | RewardFn = "binary",
+        max_steps: int = 50,
+        max_seconds: float = 1800.0,
+        max_observation_chars: int = 1_000_000,
+        bash_timeout: float = 60.0,
+        output_limit: int = 16_000,
+        record_dir: str | Path | None = None,
+        pool_size: int = 0,
+        grader: GraderConfig | None = None,
+        sandbox: str = "docker",
+        render_mode: str | None = None,
+        run_id: str | None = None,
+        model: str | None = None,
+    ):
+        if tasks is None and suite is None:
+            raise ValueError("pass suite=NAME|PATH or tasks=[Task, ...]")
+        if max_steps < 1 or max_seconds <= 0 or max_observation_chars < 1:
+            raise ValueError(
+                f"budgets must be positive: max_steps={max_steps}, max_seconds={max_seconds}, "
+                f"max_observation_chars={max_observation_chars}"
+            )
+        if sandbox not in ("docker", "fake"):
+            raise ValueError(f"sandbox={sandbox!r}: use 'docker' or 'fake'")
+        if render_mode not in (None, "ansi"):
+            raise ValueError(f"render_mode={render_mode!r}: use None or 'ansi'")
+        self.tasks = list(tasks) if tasks is not None else load_suite(suite or "demo", split)
+        if split is not None and tasks is not None:
+            self.tasks = [t for t in self.tasks if t.split == split]
+        self.reward_fn = reward_fn(reward)
+        self.max_steps, self.max_seconds = max_steps, max_seconds
+        self.max_observation_chars = max_observation_chars
+        self.bash_timeout, self.output_limit = bash_timeout, output_limit
+        self.record_dir = record_dir
+        self.render_mode = render_mode
+        self.sandbox_kind = sandbox
+        self.run_id = run_id or default_run_id()
+        self.model = model
+        self.grader = Grader(grader)
+        self.pool = SandboxPool(size=pool_size) if sandbox == "docker" else None
+        self.observation_space = AnyText(max_length=MAX_TEXT)
+        self.action_space = AnyText(max_length=MAX_TEXT)
+        self.task: Task | None = None
+        self.image: BuiltImage | None = None
+        self.sandbox: Sandbox | None = None
+        self.toolbox: Toolbox | None = None
+        self.recorder: EpisodeRecorder | None = None
+        self._episodes = 0
+        self._done = True
+        self._last_obs = ""
+
+    # --- reset ---------------------------------------------------------------------------------
+
+    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None
+              ) -> tuple[str, dict[str, Any]]:
+        super().reset(seed=seed)
+        options = options or {}
+        self._release()
+        rng_seed = int(self.np_random.integers(2**31))
+        import random
+
+        self.task = pick(self.tasks, options.get("task_id"), random.Random(rng_seed))
+        self.image = ensure_image(self.task, progress=lambda _msg: None)
+        self.sandbox = self._sandbox(self.task, self.image)
+        self.toolbox = Toolbox(self.sandbox, bash_timeout=self.bash_timeout)
+        self._episodes += 1
+        self._steps, self._obs_chars, self._start = 0, 0, time.monotonic()
+        self._done = False
+        obs = self._prompt(self.task)
+        info = {
+            "task_id": self.task.instance_id,
+            "split": self.task.split,
+            "kind": self.task.kind,
+            "repo": self.task.repo,
+            "tools": TOOL_SCHEMAS,
+            "image": self.image.tag,
+        }
+        if self.record_dir is not None:
+            self.recorder = EpisodeRecorder(self.record_dir, self.task.instance_id, self._episodes,
+                                            f"{self.run_id}-{id(self):x}")
+            self.recorder.write("reset", task_id=self.task.instance_id, task_hash=self.task.task_hash,
+                                seed=seed, observation=obs, image=self.image.tag, model=self.model)
+            info["record"] = str(self.recorder.path)
+        self._last_obs = obs
+        return obs, info
+
+    def _sandbox(self, task: Task, image: BuiltImage) -> Sandbox:
+        if self.pool is not None:
+            return self.pool.acquire(image.tag, run_id=self.run_id, output_limit=self.output_limit)
+        from repogym.envs.sandbox.fake import FakeSandbox
+        from repogym.tasks.repo import export_tree, snapshot
+
+        tmp = Path(tempfile.mkdtemp(prefix="repogym-src-"))
+        export_tree(task.source or "", task.base_commit, tmp / "testbed")
+        snapshot(tmp / "testbed")
+        return FakeSandbox(SandboxConfig(image=image.tag, run_id=self.run_id,
+                                         output_limit=self.output_limit), source=tmp / "testbed")
+
+    def _prompt(self, task: Task) -> str:
+        where = WORKDIR if self.sandbox_kind == "docker" else getattr(self.sandbox, "workdir", "")
+        return (
+            f"{task.problem_statement.strip()}\n\n"
+            f"---\nThe repository {task.repo} is checked out at {where}, the working folder of "
+            "your shell. Change the code so that the issue above is resolved. Hidden tests "
+            "check your change after you submit; they are not in the repository, and changes "
+            "to test files are discarded.\n"
+            f"Tools: {', '.join(s['function']['name'] for s in TOOL_SCHEMAS)}. "
+            f"{HOW_TO_CALL}\nCall `submit` when you are done."
+        )
+
+    # --- step ----------------------------------------------------------------------------------
+
+    def step(self, action: Any) -> tuple[str, SupportsFloat, bool, bool, dict[str, Any]]:
+        if self._done or self.toolbox is None:
+            info = {"action_error": "the episode is over: call reset() first"}
+            return "The episode is over: call reset() to start a new one.", 0.0, True, False, info
+        started = time.monotonic()
+        self._steps += 1
+        info: dict[str, Any] = {"step": self._steps, "action_error": None}
+        parsed: dict[str, Any] | None = None
+        try:
+            call = parse_action(action)
+            parsed = {"name": call.name, "arguments": call.arguments}
+            result = self.toolbox.call(call)
+            obs, info["action_error"] = result.output, result.error
+            info.update(tool=call.name, exit_code=result.exit_code, timed_out=result.timed_out)
+            submitted = result.submitted and result.error is None
+        except ActionError as exc:
+            obs, info["action_error"], submitted = str(exc), str(exc), False
+        reward, terminated = 0.0, False
+        if submitted:
+            reward, obs = self._submit(info)
+            terminated = True
+        self._obs_chars += len(obs)
+        truncated = False
+        if not terminated:
+            reason = self._budget_left()
+            if reason:
+                truncated, info["truncation"] = True, reason
+                obs += f"\n[episode truncated: {reason}]"
+        self._done = terminated or truncated
+        # timings go to the record, not to info: info must be reproducible for a seed
+        self._record_step(action, parsed, obs, reward, terminated, truncated, info,
+                          time.monotonic() - started)
+        self._last_obs = obs
+        return obs, reward, terminated, truncated, info
+
+    def _budget_left(self) -> str | None:
+        if self._steps >= self.max_steps:
+            return f"max_steps={self.max_steps} reached"
+        if time.monotonic() - self._start >= self.max_seconds:
+            return f"max_seconds={self.max_seconds} reached"
+        if self._obs_chars >= self.max_observation_chars:
+            return f"max_observation_chars={self.max_observation_chars} reached"
+        return None
+
+    def _submit(self, info: dict[str, Any]) -> tuple[float, str]:
+        assert self.task is not None and self.image is not None and self.sandbox is not None
+        flags: list[str] = []
+        try:
+            patch = self.sandbox.diff(self.image.repo_commit)
+        except SandboxError as exc:
+            patch, info["diff_error"] = "", str(exc)
+            flags.append("diff_failed")
+        report = self.grader.grade(self.task, patch, self.image.tag)
+        report.flags = flags + report.flags
+        comps = components(report, self._steps, self._similarity(report))
+        reward = float(self.reward_fn(comps))
+        info.update(grading=report.to_dict(), reward_components=comps, flags=report.flags,
+                    patch=patch, resolved=report.resolved)
+        self._report = report
+        verdict = "resolved" if report.resolved else "not resolved"
+        return reward, f"Submitted. The task is {verdict}; reward {reward:.3f}."
+
+    def _similarity(self, report: GradingReport) -> float | None:
+        ref = self.task.reference if self.task else None
+        if not ref or not ref.get("source") or not ref.get("file") or self.sandbox is None:
+            return None
+        try:
+            text = self.sandbox.read_file(ref["file"]).decode("utf-8", errors="replace")
+        except (OSError, SandboxError):
+            return 0.0
+        return similarity(ref["source"], function_source(text, ref.get("qualname", "")))
+
+    def _record_step(self, action: Any, parsed: dict[str, Any] | None, obs: str, reward: float,
+                     terminated: bool, truncated: bool, info: dict[str, Any],
+                     seconds: float) -> None:
+        if self.recorder is None:
+            return
+        raw = action if isinstance(action, str) else repr(action)
+        self.recorder.write("step", step=self._steps, seconds=seconds, raw_action=raw[:1_000_000],
+                            parsed=parsed,
+                            observation=obs, reward=reward, terminated=terminated,
+                            truncated=truncated, info={k: v for k, v in info.items()
+                                                       if k not in ("grading", "patch")})
+        if terminated or truncated:
+            self.recorder.write(
+                "end", reward=reward, reward_components=info.get("reward_components"),
+                grading=info.get("grading"), flags=info.get("flags"), patch=info.get("patch"),
+                truncation=info.get("truncation"), n_steps=self._steps,
+                versions=versions({"image": self._image_digest(), "task_hash": self.task.task_hash
+                                   if self.task else None, "model": self.model}),
+            )
+            self.recorder.close()
+
+    def _image_digest(self) -> str | None:
+        try:
+            return str(image_info(self.image.tag)["id"]) if self.image else None
+        except Exception:  # noqa: BLE001 - a record without the digest is still a record
+            return None
+
+    # --- the rest ------------------------------------------------------------------------------
+
+    def render(self) -> str | None:
+        return self._last_obs if self.render_mode == "ansi" else None
+
+    def _release(self) -> None:
+        if self.recorder is not None:
+            self.recorder.close()
+            self.recorder = None
+        if self.sandbox is not None:
+            if self.pool is not None:
+                self.pool.release(self.sandbox)
+            else:
+                self.sandbox.close()
+            self.sandbox = None
+            self.toolbox = None
+
+    def close(self) -> None:
+        self._release()
+        if self.pool is not None:
+            self.pool.close()
+        self._done = True

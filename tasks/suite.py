@@ -1,0 +1,127 @@
+"""Suites: a ``.jsonl`` file of tasks, or a folder with ``tasks.jsonl`` and ``suite.yaml``."""
+
+from __future__ import annotations
+
+import difflib
+import json
+import random
+import shutil
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from repogym.errors import TaskError
+from repogym.tasks.schema import SPLITS, Task
+
+BUILTIN = {
+    "demo": Path(__file__).parent / "demo",
+    "adversarial": Path(__file__).parent / "adversarial",
+}
+
+
+def suite_path(suite: str | Path) -> Path:
+    """Resolves a built-in suite name, a ``.jsonl`` file or a suite folder."""
+    if isinstance(suite, str) and suite in BUILTIN:
+        return BUILTIN[suite]
+    path = Path(suite).expanduser()
+    if not path.exists():
+        raise TaskError(
+            f"suite {suite!r} is neither a built-in suite ({sorted(BUILTIN)}) nor an existing "
+            "path: pass a .jsonl file or a folder holding tasks.jsonl."
+        )
+    return path
+
+
+def load_suite(suite: str | Path, split: str | None = None) -> list[Task]:
+    path = suite_path(suite)
+    defaults: dict[str, Any] = {}
+    if path.is_dir():
+        if (path / "suite.yaml").exists():
+            defaults = yaml.safe_load((path / "suite.yaml").read_text()) or {}
+        path = path / "tasks.jsonl"
+        if not path.exists():
+            raise TaskError(f"{path.parent} has no tasks.jsonl: a suite folder needs one.")
+    tasks = [_with_defaults(row, defaults, path.parent) for row in _read_rows(path)]
+    if split is not None:
+        if split not in SPLITS:
+            raise TaskError(f"split={split!r}: use one of {SPLITS}.")
+        tasks = [t for t in tasks if t.split == split]
+    ids = [t.instance_id for t in tasks]
+    dupes = sorted({i for i in ids if ids.count(i) > 1})
+    if dupes:
+        raise TaskError(f"{path}: duplicate instance_id {dupes}: make them unique.")
+    return tasks
+
+
+def _read_rows(path: Path) -> list[dict[str, Any]]:
+    text = path.read_text()
+    if path.suffix == ".json":
+        data = json.loads(text)
+        return data if isinstance(data, list) else [data]
+    rows = []
+    for n, line in enumerate(text.splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            rows.append(json.loads(line))
+        except json.JSONDecodeError as exc:
+            raise TaskError(f"{path}:{n} is not valid JSON ({exc}): fix or remove that line.") from exc
+    return rows
+
+
+def _with_defaults(row: dict[str, Any], defaults: dict[str, Any], base: Path) -> Task:
+    merged = {**{k: v for k, v in defaults.items() if k != "environment"}, **row}
+    env = {**(defaults.get("environment") or {}), **(row.get("environment") or {})}
+    merged["environment"] = env
+    return Task.from_dict(merged, base_dir=base)
+
+
+def pick(tasks: list[Task], task_id: str | None, rng: random.Random) -> Task:
+    """The task named ``task_id``, or one drawn with ``rng``."""
+    if not tasks:
+        raise TaskError("the suite holds no task (check the split filter).")
+    if task_id is None:
+        return tasks[rng.randrange(len(tasks))]
+    for task in tasks:
+        if task.instance_id == task_id:
+            return task
+    close = difflib.get_close_matches(task_id, [t.instance_id for t in tasks], n=5, cutoff=0.3)
+    raise TaskError(f"no task {task_id!r} in this suite; close matches: {close or 'none'}.")
+
+
+def write_suite(tasks: list[Task], out_dir: Path, copy_sources: bool = True) -> Path:
+    """Writes ``out_dir/tasks.jsonl``, copying each source repository into ``out_dir/repos``."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    copied: dict[str, str] = {}
+    rows = []
+    for task in tasks:
+        row = task.to_dict()
+        if copy_sources and task.source:
+            src = Path(task.source).resolve()
+            if str(src) not in copied:
+                dest = out_dir / "repos" / _unique_name(src, out_dir / "repos")
+                if src.resolve() != dest.resolve():
+                    _copy(src, dest)
+                copied[str(src)] = str(dest.relative_to(out_dir))
+            row["source"] = copied[str(src)]
+        rows.append(json.dumps(row, sort_keys=True))
+    path = out_dir / "tasks.jsonl"
+    path.write_text("\n".join(rows) + ("\n" if rows else ""))
+    return path
+
+
+def _unique_name(src: Path, parent: Path) -> str:
+    name, n = src.name, 1
+    while (parent / name).exists():
+        n += 1
+        name = f"{src.name}-{n}"
+    return name
+
+
+def _copy(src: Path, dest: Path) -> None:
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    if src.is_dir():
+        shutil.copytree(src, dest, symlinks=True)
+    else:
+        shutil.copy2(src, dest)
