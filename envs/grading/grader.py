@@ -52,6 +52,7 @@ class GradingReport:
     flags: list[str] = field(default_factory=list)
     invalid_reasons: list[str] = field(default_factory=list)
     canaries: dict[str, str] = field(default_factory=dict)
+    statuses: dict[str, str] = field(default_factory=dict)
     swebench_status: str = ""
     exit_code: int | None = None
     timed_out: bool = False
@@ -130,7 +131,9 @@ class _Run:
             existing = set(self.root("cd /testbed && git ls-files")[1].splitlines())
             canaries = make_canaries(test_files, existing | set(test_files), self.g.rng)
         self.prepare(changed, canaries)
-        log, junit = self.run_tests(test_files + ([canaries.path] if canaries else []))
+        # no known test files: the whole suite runs, and discovery finds the canaries too
+        run_files = test_files + ([canaries.path] if canaries else []) if test_files else []
+        log, junit = self.run_tests(run_files)
         self.judge(log, junit, canaries)
 
     # --- 1. the agent's diff, minus everything it may not touch ----------------------------
@@ -306,6 +309,8 @@ true
         if r.timed_out:
             r.invalidate("the test run hit its time limit", "timeout")
         self._check_exit(statuses, canaries)
+        canary_ids = set(canaries.ids) if canaries else set()
+        r.statuses = {t: s for t, s in statuses.items() if t not in canary_ids}
         r.fail_to_pass = {t: statuses.get(t, "MISSING") for t in task.FAIL_TO_PASS}
         r.pass_to_pass = {t: statuses.get(t, "MISSING") for t in task.PASS_TO_PASS}
         missing = [t for t, s in {**r.fail_to_pass, **r.pass_to_pass}.items() if s == "MISSING"]
@@ -320,7 +325,8 @@ true
         r.p2p_pass_rate = len(p2p_ok) / len(task.PASS_TO_PASS) if task.PASS_TO_PASS else 1.0
         if not r.valid:
             r.f2p_pass_rate = r.p2p_pass_rate = 0.0
-        r.resolved = (r.valid and r.patch_applied and r.swebench_status == "RESOLVED_FULL"
+        r.resolved = (r.valid and r.patch_applied and not missing
+                      and r.swebench_status == "RESOLVED_FULL"
                       and len(f2p_ok) == len(task.FAIL_TO_PASS) and bool(task.FAIL_TO_PASS))
 
     def _check_exit(self, statuses: dict[str, str], canaries: Canaries | None) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import io
+import os
 import select
 import shlex
 import socket
@@ -31,6 +32,8 @@ USER_LABEL = "org.repogym.user"
 
 _reaped = False
 _reap_lock = threading.Lock()
+# Docker daemons choke on tens of simultaneous container starts: at most this many at once.
+_start_slots = threading.BoundedSemaphore(int(os.environ.get("REPOGYM_MAX_STARTS", "4")))
 
 
 class SocketTransport:
@@ -148,7 +151,14 @@ class DockerSandbox:
         labels = {**owners.owner_labels(), LABEL_RUN: cfg.run_id, LABEL_ROLE: cfg.role}
         labels.update(dict(cfg.labels))
         try:
-            return self.client.containers.run(
+            with _start_slots:
+                return self._run_container(labels)
+        except docker.errors.APIError as exc:
+            raise SandboxError(f"could not start a container from {cfg.image}: {exc}") from exc
+
+    def _run_container(self, labels: dict[str, str]) -> Any:
+        cfg = self.config
+        return self.client.containers.run(
                 cfg.image,
                 command=["sleep", "infinity"],
                 name=self.name,
@@ -168,8 +178,6 @@ class DockerSandbox:
                 environment=dict(cfg.env),
                 stop_signal="SIGKILL",
             )
-        except docker.errors.APIError as exc:
-            raise SandboxError(f"could not start a container from {cfg.image}: {exc}") from exc
 
     def _start_shell(self, cwd: str) -> Shell:
         api = self.client.api
@@ -335,21 +343,29 @@ class DockerSandbox:
         if result.exit_code != 0:
             raise PermissionError(f"cannot write {path}: {result.output.strip()[:200]}")
 
+    # Copies go through the shell as a base64 tar stream: the archive API cannot see tmpfs.
     def copy_in(self, src: Path, dest: str) -> None:
         buf = io.BytesIO()
         with tarfile.open(fileobj=buf, mode="w") as tar:
             tar.add(str(src), arcname=src.name)
-        self._internal(f"mkdir -p -- {shlex.quote(self._abs(dest))}")
-        if not self.container.put_archive(self._abs(dest), buf.getvalue()):
-            raise SandboxError(f"could not copy {src} into {self.name}:{dest}")
+        target = shlex.quote(self._abs(dest))
+        encoded = base64.b64encode(buf.getvalue()).decode()
+        result = self._internal(f"mkdir -p -- {target} && printf %s '{encoded}' | base64 -d | "
+                                f"tar -x --no-same-owner -C {target}")
+        if result.exit_code != 0:
+            raise SandboxError(f"could not copy {src} into {self.name}:{dest}: {result.output}")
 
     def copy_out(self, src: str, dest: Path) -> None:
-        try:
-            stream, _ = self.container.get_archive(self._abs(src))
-        except docker.errors.NotFound as exc:
-            raise FileNotFoundError(src) from exc
+        path = self._abs(src).rstrip("/") or "/"
+        parent, name = path.rsplit("/", 1)
+        result = self._internal(f"[ -e {shlex.quote(path)} ] || exit 2; tar -c -C "
+                                f"{shlex.quote(parent or '/')} -- {shlex.quote(name)} | base64 -w0")
+        if result.exit_code == 2:
+            raise FileNotFoundError(src)
+        if result.exit_code != 0:
+            raise SandboxError(f"could not copy {self.name}:{src} out: {result.output[:300]}")
         dest.mkdir(parents=True, exist_ok=True)
-        with tarfile.open(fileobj=io.BytesIO(b"".join(stream)), mode="r") as tar:
+        with tarfile.open(fileobj=io.BytesIO(base64.b64decode(result.output)), mode="r") as tar:
             tar.extractall(dest, filter="data")
 
     def diff(self, base: str) -> str:

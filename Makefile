@@ -1,0 +1,42 @@
+# The two commands: `make demo` and `make test`. Both install what is missing first.
+PYTHON ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+# Build steps trust this CA bundle too (proxies that intercept TLS); empty to turn off.
+export REPOGYM_CA_BUNDLE ?= $(wildcard /etc/ssl/certs/ca-certificates.crt)
+TORCH ?= torch==2.13.0
+PYTEST_ARGS ?=
+
+.PHONY: demo test venv docker base lint typecheck clean-containers
+
+demo: venv docker base
+	$(BIN)/repogym images build --suite demo
+	$(BIN)/repogym eval --suite demo --agent gold --workers 2 --out runs/demo/gold
+	$(BIN)/repogym eval --suite demo --agent null --workers 2 --out runs/demo/null
+
+test: venv docker base lint typecheck
+	$(BIN)/python -m pytest $(PYTEST_ARGS)
+
+venv: $(VENV)/.installed
+
+$(VENV)/.installed: setup.cfg pyproject.toml
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --upgrade pip setuptools wheel
+	$(BIN)/python -m pip install -q "$(TORCH)"
+	$(BIN)/python -m pip install -q -e '.[dev,train,ray]'
+	touch $@
+
+docker:
+	tools/ensure_docker.sh
+
+base: venv docker
+	$(BIN)/repogym images base
+
+lint: venv
+	$(BIN)/ruff check .
+
+typecheck: venv
+	$(BIN)/mypy repogym envs tasks agents scripts
+
+clean-containers: venv
+	$(BIN)/repogym doctor --cleanup

@@ -1,0 +1,50 @@
+"""`repogym images build --suite S`: builds (cached) every image a suite needs."""
+
+from __future__ import annotations
+
+import argparse
+import time
+
+from repogym.scripts.common import progress, table, write_json
+from repogym.tasks.images import ensure_base, ensure_image, image_info, image_tag
+from repogym.tasks.suite import load_suite
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("images", help="build the images a suite needs")
+    isub = p.add_subparsers(dest="images_command", metavar="ACTION", required=True)
+    b = isub.add_parser("build", help="build (cached) every image the suite needs")
+    b.add_argument("--suite", required=True, help="suite name, .jsonl file or folder")
+    b.add_argument("--split", default=None)
+    b.add_argument("--json", default=None, help="write results as JSON here (- for stdout)")
+    b.set_defaults(func=build)
+    base = isub.add_parser("base", help="build (cached) the base image for a Python version")
+    base.add_argument("--python", default="3.11")
+    base.set_defaults(func=build_base)
+
+
+def build_base(args: argparse.Namespace) -> int:
+    built = ensure_base(args.python, progress=progress)
+    info = image_info(built.tag)
+    state = "cached" if built.cached else f"built in {built.seconds:.0f} s"
+    print(f"{built.tag} ({state}, {info['size'] / 1e6:.0f} MB)")
+    return 0
+
+
+def build(args: argparse.Namespace) -> int:
+    tasks = load_suite(args.suite, args.split)
+    seen: dict[str, dict[str, object]] = {}
+    start = time.monotonic()
+    for i, task in enumerate(tasks, 1):
+        tag = image_tag(task)
+        if tag in seen:
+            continue
+        progress(f"[{i}/{len(tasks)}] {task.instance_id}: {tag}")
+        built = ensure_image(task, progress=progress)
+        seen[tag] = {"tag": tag, "cached": built.cached, "seconds": round(built.seconds, 1)}
+    rows = [[v["tag"], "cached" if v["cached"] else f"built in {v['seconds']} s"]
+            for v in seen.values()]
+    print(table(rows, ["image", "status"]))
+    print(f"{len(seen)} images for {len(tasks)} tasks in {time.monotonic() - start:.1f} s")
+    write_json(args.json, list(seen.values()))
+    return 0

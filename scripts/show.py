@@ -1,0 +1,44 @@
+"""`repogym show FILE`: prints an episode record readably."""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+from repogym.envs.record import read_record
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("show", help="print an episode record readably")
+    p.add_argument("file", help="a .jsonl episode record")
+    p.add_argument("--width", type=int, default=2000, help="characters shown per observation")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    for event in read_record(args.file):
+        kind = event["event"]
+        if kind == "reset":
+            print(f"=== {event['task_id']} (task {event.get('task_hash')}, image {event.get('image')})")
+            print(_cut(event["observation"], args.width))
+        elif kind == "step":
+            parsed = event.get("parsed") or {}
+            call = (f"{parsed.get('name')} {json.dumps(parsed.get('arguments'))[:300]}"
+                    if parsed else f"(unparsed) {event['raw_action'][:200]!r}")
+            err = (event.get("info") or {}).get("action_error")
+            print(f"\n--- step {event['step']} ({event.get('seconds', 0):.2f} s): {call}")
+            if err:
+                print(f"[action error] {err.splitlines()[0]}")
+            print(_cut(event["observation"], args.width))
+        elif kind == "end":
+            print(f"\n=== reward {event['reward']}  steps {event['n_steps']}  "
+                  f"flags {event.get('flags') or []}")
+            for key, value in (event.get("reward_components") or {}).items():
+                print(f"  {key:16} {value}")
+            if event.get("truncation"):
+                print(f"  truncated: {event['truncation']}")
+    return 0
+
+
+def _cut(text: str, width: int) -> str:
+    return text if len(text) <= width else text[:width] + f"\n[... {len(text) - width} more]"

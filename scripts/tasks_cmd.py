@@ -1,0 +1,57 @@
+"""`repogym tasks validate|add`: checks suites and makes new tasks from repositories."""
+
+from __future__ import annotations
+
+import argparse
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import asdict
+
+from repogym.scripts.common import progress, table, write_json
+from repogym.tasks.images import ensure_image
+from repogym.tasks.suite import load_suite
+from repogym.tasks.validate import Validation, validate_task
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("tasks", help="validate suites, make tasks from repositories")
+    tsub = p.add_subparsers(dest="tasks_command", metavar="ACTION", required=True)
+    v = tsub.add_parser("validate", help="gold resolves every task, the empty patch none")
+    v.add_argument("--suite", required=True)
+    v.add_argument("--split", default=None)
+    v.add_argument("--runs", type=int, default=2, help="runs per patch (flaky tests show up)")
+    v.add_argument("--workers", type=int, default=2)
+    v.add_argument("--task", action="append", default=None, help="only these instance ids")
+    v.add_argument("--json", default=None, help="write results as JSON here (- for stdout)")
+    v.set_defaults(func=validate)
+    try:
+        from repogym.scripts.tasks_add import add_tasks_add_parser
+    except ImportError:
+        return
+    add_tasks_add_parser(tsub)
+
+
+def validate(args: argparse.Namespace) -> int:
+    tasks = load_suite(args.suite, args.split)
+    if args.task:
+        tasks = [t for t in tasks if t.instance_id in set(args.task)]
+    start = time.monotonic()
+    for task in {t.repo + t.base_commit: t for t in tasks}.values():
+        ensure_image(task, progress=progress)
+    results: list[Validation] = []
+    with ThreadPoolExecutor(max_workers=max(1, args.workers)) as pool:
+        for i, res in enumerate(pool.map(lambda t: validate_task(t, runs=args.runs), tasks), 1):
+            progress(f"[{i}/{len(tasks)}] {res.instance_id}: {'ok' if res.ok else res.reason}")
+            results.append(res)
+    rows = [[r.instance_id, "yes" if r.ok else "NO", _runs(r.gold_resolved),
+             _runs(r.empty_resolved), len(r.flaky), f"{r.seconds:.1f}", "" if r.ok else r.reason]
+            for r in results]
+    print(table(rows, ["task", "valid", "gold", "empty", "flaky", "seconds", "why not"]))
+    bad = sum(not r.ok for r in results)
+    print(f"{len(results) - bad}/{len(results)} tasks valid in {time.monotonic() - start:.0f} s")
+    write_json(args.json, [asdict(r) for r in results])
+    return 1 if bad else 0
+
+
+def _runs(values: list[bool]) -> str:
+    return "".join("R" if v else "-" for v in values)

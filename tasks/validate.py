@@ -1,0 +1,98 @@
+"""Running a task's tests in Docker: deriving FAIL_TO_PASS / PASS_TO_PASS, and validation.
+
+Both go through the same grader the environment uses, so a task that validates here grades
+the same way in an episode.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from repogym.envs.grading.grader import Grader, GraderConfig, GradingReport
+from repogym.errors import RepogymError
+from repogym.tasks.images import ensure_image
+from repogym.tasks.schema import Task
+
+Progress = Callable[[str], None]
+
+
+@dataclass(frozen=True)
+class Validation:
+    instance_id: str
+    ok: bool
+    reason: str
+    gold_resolved: list[bool]
+    empty_resolved: list[bool]
+    flaky: list[str]
+    seconds: float
+
+
+def _grade(task: Task, patch: str, runs: int, grader: Grader) -> list[GradingReport]:
+    image = ensure_image(task, progress=lambda _m: None)
+    return [grader.grade(task, patch, image.tag) for _ in range(runs)]
+
+
+def derive_lists(task: Task, runs: int = 2, grader: Grader | None = None
+                 ) -> tuple[Task | None, str]:
+    """The task with FAIL_TO_PASS and PASS_TO_PASS measured, or (None, why it was rejected)."""
+    grader = grader or Grader(GraderConfig(cleanup_async=False))
+    bare = task.with_(FAIL_TO_PASS=(), PASS_TO_PASS=())
+    try:
+        before = _grade(bare, "", runs, grader)
+        after = _grade(bare, task.patch, runs, grader)
+    except RepogymError as exc:
+        return None, f"infrastructure: {str(exc).splitlines()[0][:200]}"
+    if not after[0].patch_applied:
+        return None, "gold patch does not apply"
+    if after[0].stripped:
+        return None, f"gold patch touches test paths {sorted(after[0].stripped)[:3]}"
+    for rep in before + after:
+        if not rep.valid and rep.timed_out:
+            return None, "tests time out"
+        if "canary" in rep.flags:
+            return None, "canaries misbehaved (the test runner is not plain pytest)"
+    flaky = _flaky([r.statuses for r in before]) | _flaky([r.statuses for r in after])
+    b, a = before[0].statuses, after[0].statuses
+    f2p = sorted(t for t, s in a.items() if s == "PASSED" and b.get(t) != "PASSED"
+                 and t not in flaky)
+    p2p = sorted(t for t, s in a.items() if s == "PASSED" and b.get(t) == "PASSED"
+                 and t not in flaky)
+    if not f2p:
+        return None, "no test fails before the patch and passes after it"
+    return task.with_(FAIL_TO_PASS=tuple(f2p), PASS_TO_PASS=tuple(p2p)), "ok"
+
+
+def _flaky(runs: list[dict[str, str]]) -> set[str]:
+    ids = set().union(*runs) if runs else set()
+    return {t for t in ids if len({r.get(t) for r in runs}) > 1}
+
+
+def validate_task(task: Task, runs: int = 2, grader: Grader | None = None) -> Validation:
+    """Gold resolves the task in every run; the empty patch resolves it in none."""
+    import time
+
+    start = time.monotonic()
+    grader = grader or Grader(GraderConfig(cleanup_async=False))
+    try:
+        gold = _grade(task, task.patch, runs, grader)
+        empty = _grade(task, "", runs, grader)
+    except RepogymError as exc:
+        return Validation(task.instance_id, False, f"infrastructure: {exc}", [], [], [],
+                          time.monotonic() - start)
+    flaky = sorted(_flaky([r.statuses for r in gold]) | _flaky([r.statuses for r in empty]))
+    gold_ok = [r.resolved for r in gold]
+    empty_ok = [r.resolved for r in empty]
+    reasons = []
+    if not all(gold_ok):
+        bad = next(r for r in gold if not r.resolved)
+        failing = [t for t, s in {**bad.fail_to_pass, **bad.pass_to_pass}.items()
+                   if s not in ("PASSED", "XFAIL", "SKIPPED")]
+        reasons.append(f"gold does not resolve it (failing: {failing[:3]}, "
+                       f"invalid: {bad.invalid_reasons[:2]})")
+    if any(empty_ok):
+        reasons.append("the empty patch resolves it")
+    if flaky:
+        reasons.append(f"flaky tests: {flaky[:3]}")
+    return Validation(task.instance_id, not reasons, "; ".join(reasons) or "ok", gold_ok,
+                      empty_ok, flaky, time.monotonic() - start)

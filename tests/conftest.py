@@ -1,0 +1,150 @@
+"""Shared fixtures: Docker gating, a small real task, and a leak check over the whole session."""
+
+from __future__ import annotations
+
+import os
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from repogym.envs.sandbox import owners
+from repogym.envs.sandbox.base import LABEL_MANAGED, LABEL_PID
+from repogym.envs.sandbox.client import docker_available, docker_client
+from repogym.tasks.repo import snapshot_commit
+from repogym.tasks.schema import Task
+
+IN_CI = bool(os.environ.get("CI"))
+
+
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    if item.get_closest_marker("docker") and not docker_available():
+        message = "needs a Docker engine (run `make docker`)"
+        if IN_CI:
+            pytest.fail(f"CI must run the Docker tests: {message}", pytrace=False)
+        pytest.skip(message)
+    if item.get_closest_marker("gpu"):
+        try:
+            import torch
+
+            has_gpu = torch.cuda.is_available()
+        except ImportError:
+            has_gpu = False
+        if not has_gpu:
+            pytest.skip("needs a CUDA device")
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    """No container this test process made may outlive it."""
+    owners.close_all()
+    if not docker_available():
+        return
+    import time
+
+    deadline = time.monotonic() + 20  # grading containers are removed in the background
+    while True:
+        mine = [c.name for c in docker_client().containers.list(
+            all=True, filters={"label": [f"{LABEL_MANAGED}=1", f"{LABEL_PID}={os.getpid()}"]})]
+        if not mine or time.monotonic() > deadline:
+            break
+        time.sleep(0.5)
+    if mine:
+        print(f"\nLEAK: {len(mine)} containers outlived the tests: {mine[:10]}")
+        session.exitstatus = 1
+
+
+TOY_FILES = {
+    "calc/__init__.py": '''\
+        """A tiny calculator."""
+
+
+        def add(a, b):
+            return a - b
+
+
+        def mul(a, b):
+            return a * b
+
+
+        def clamp(x, lo, hi):
+            """Limits x to [lo, hi]."""
+            return max(lo, min(x, hi))
+        ''',
+    "tests/test_mul.py": '''\
+        from calc import mul
+
+
+        def test_mul():
+            assert mul(2, 3) == 6
+
+
+        def test_mul_zero():
+            assert mul(0, 5) == 0
+        ''',
+}
+
+TOY_TEST_PATCH = """\
+diff --git a/tests/test_add.py b/tests/test_add.py
+new file mode 100644
+--- /dev/null
++++ b/tests/test_add.py
+@@ -0,0 +1,9 @@
++from calc import add
++
++
++def test_add():
++    assert add(2, 3) == 5
++
++
++def test_add_negative():
++    assert add(-2, -3) == -5
+"""
+
+TOY_PATCH = """\
+diff --git a/calc/__init__.py b/calc/__init__.py
+--- a/calc/__init__.py
++++ b/calc/__init__.py
+@@ -2,7 +2,7 @@
+ 
+ 
+ def add(a, b):
+-    return a - b
++    return a + b
+ 
+ 
+ def mul(a, b):
+"""
+
+
+def write_toy_repo(root: Path) -> Path:
+    for name, text in TOY_FILES.items():
+        path = root / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(textwrap.dedent(text))
+    return root
+
+
+@pytest.fixture(scope="session")
+def toy_task(tmp_path_factory: pytest.TempPathFactory) -> Task:
+    """A real small task: a bug in calc.add, hidden tests in a new file."""
+    repo = write_toy_repo(tmp_path_factory.mktemp("toy") / "calc")
+    return Task(
+        instance_id="toy__calc-1",
+        repo="toy/calc",
+        base_commit=snapshot_commit(repo),
+        problem_statement="calc.add(2, 3) returns -1 instead of 5.",
+        patch=TOY_PATCH,
+        test_patch=TOY_TEST_PATCH,
+        FAIL_TO_PASS=("tests/test_add.py::test_add", "tests/test_add.py::test_add_negative"),
+        PASS_TO_PASS=("tests/test_mul.py::test_mul", "tests/test_mul.py::test_mul_zero"),
+        source=str(repo),
+    )
+
+
+@pytest.fixture(scope="session")
+def toy_image(toy_task: Task) -> str:
+    if not docker_available():
+        pytest.fail("Docker is required") if IN_CI else pytest.skip("needs Docker")
+    from repogym.tasks.images import ensure_image
+
+    return ensure_image(toy_task, progress=lambda _m: None).tag

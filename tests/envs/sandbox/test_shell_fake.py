@@ -1,0 +1,88 @@
+"""The shell protocol over a local bash (fast; says nothing about isolation)."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import pytest
+
+from repogym.envs.sandbox.base import SandboxConfig
+from repogym.envs.sandbox.fake import FakeSandbox
+
+
+@pytest.fixture()
+def fake(tmp_path: Path):
+    (tmp_path / "src").mkdir()
+    (tmp_path / "src" / "a.txt").write_text("hello\n")
+    box = FakeSandbox(SandboxConfig(image="none", output_limit=4000), source=tmp_path / "src")
+    yield box
+    box.close()
+
+
+def test_state_persists_between_calls(fake: FakeSandbox) -> None:
+    assert fake.run("cd /tmp && export GREETING=hi").exit_code == 0
+    result = fake.run("pwd; echo $GREETING")
+    assert result.output == "/tmp\nhi\n"
+
+
+def test_exit_codes_and_merged_output(fake: FakeSandbox) -> None:
+    result = fake.run("echo out; echo err >&2; exit 3")
+    assert result.exit_code == 3
+    assert result.output == "out\nerr\n"
+    assert fake.run("true").exit_code == 0  # `exit` ended the command, not the shell
+
+
+def test_timeout_kills_the_command_and_keeps_the_shell(fake: FakeSandbox) -> None:
+    fake.run("cd /tmp")
+    start = time.monotonic()
+    result = fake.run("sleep 1000", timeout=1)
+    assert result.timed_out and time.monotonic() - start < 3
+    assert fake.run("pwd").output == "/tmp\n"
+
+
+def test_builtin_busy_loop_times_out(fake: FakeSandbox) -> None:
+    result = fake.run("while :; do :; done", timeout=1)
+    assert result.timed_out
+    assert fake.run("echo alive").output == "alive\n"
+
+
+def test_large_output_keeps_head_and_tail(fake: FakeSandbox) -> None:
+    result = fake.run("seq 1 200000")
+    assert result.truncated and result.n_bytes > 1_000_000
+    assert result.output.startswith("1\n2\n") and result.output.endswith("199999\n200000\n")
+    assert "bytes of output cut" in result.output
+
+
+def test_output_without_trailing_newline_and_binary(fake: FakeSandbox) -> None:
+    assert fake.run("printf abc").output == "abc"
+    assert "\ufffd" in fake.run("printf '\\xff\\xfe'").output
+
+
+def test_dead_shell_is_replaced(fake: FakeSandbox) -> None:
+    fake.run("cd /tmp")
+    died = fake.run("kill -9 $$")
+    assert died.shell_restarted and "new shell" in died.output
+    assert fake.run("pwd").output == "/tmp\n"
+
+
+def test_background_processes_do_not_block(fake: FakeSandbox) -> None:
+    start = time.monotonic()
+    assert fake.run("sleep 100 & echo started").output == "started\n"
+    assert time.monotonic() - start < 2
+
+
+def test_diff_includes_untracked_files(fake: FakeSandbox) -> None:
+    base = fake.run("git init -q && git add -A && git -c user.email=a@b -c user.name=a "
+                    "commit -qm base && git rev-parse HEAD").output.strip().splitlines()[-1]
+    fake.write_file("new.txt", b"new\xff\n")
+    fake.run("echo more >> a.txt")
+    diff = fake.diff(base)
+    assert "+more" in diff and "new.txt" in diff
+    assert "new\udcff" in diff  # bytes that are not UTF-8 survive
+
+
+def test_close_twice(fake: FakeSandbox) -> None:
+    fake.close()
+    fake.close()
+    assert not fake.alive()
