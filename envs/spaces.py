@@ -26,3 +26,63 @@ class AnyText(spaces.Text):
     def __eq__(self, other: Any) -> bool:
         return isinstance(other, AnyText) and (self.min_length, self.max_length) == (
             other.min_length, other.max_length)
+
+
+# --- async vector envs ----------------------------------------------------------------------
+# Gymnasium's shared memory for Text stores charset indices and drops every character outside
+# the charset. AnyText stores UTF-8 bytes with a length prefix instead, so any text survives.
+
+class _SharedTexts(tuple):  # type: ignore[type-arg]
+    """Strings cannot be views on shared memory, as arrays are: AsyncVectorEnv reads this
+    object once and deep-copies it on every step (``copy=True``, its default), so the copy
+    is where the current texts are read."""
+
+    _reader: Any
+
+    def __new__(cls, reader: Any) -> _SharedTexts:
+        obj = super().__new__(cls, reader())
+        obj._reader = reader
+        return obj
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> tuple[str, ...]:
+        return tuple(self._reader())
+
+
+def _capacity(space: AnyText) -> int:
+    return 8 + 4 * space.max_length
+
+
+def _register_shared_memory() -> None:
+    import multiprocessing as mp
+
+    import numpy as np
+    from gymnasium.vector.utils import shared_memory as sm
+
+    @sm.create_shared_memory.register(AnyText)
+    def _create(space: AnyText, n: int = 1, ctx: Any = mp) -> Any:
+        return ctx.Array(np.dtype(np.uint8).char, n * _capacity(space))
+
+    @sm.read_from_shared_memory.register(AnyText)
+    def _read(space: AnyText, shared_memory: Any, n: int = 1) -> tuple[str, ...]:
+        data = np.frombuffer(shared_memory.get_obj(), dtype=np.uint8).reshape(n, _capacity(space))
+
+        def read() -> tuple[str, ...]:
+            out = []
+            for row in data:
+                size = int.from_bytes(row[:8].tobytes(), "little")
+                out.append(row[8 : 8 + size].tobytes().decode("utf-8", errors="surrogatepass"))
+            return tuple(out)
+
+        return _SharedTexts(read)
+
+    @sm.write_to_shared_memory.register(AnyText)
+    def _write(space: AnyText, index: int, values: str, shared_memory: Any) -> None:
+        raw = values.encode("utf-8", errors="surrogatepass")[: _capacity(space) - 8]
+        cap = _capacity(space)
+        dest = np.frombuffer(shared_memory.get_obj(), dtype=np.uint8)
+        start = index * cap
+        dest[start : start + 8] = np.frombuffer(len(raw).to_bytes(8, "little"), dtype=np.uint8)
+        dest[start + 8 : start + 8 + len(raw)] = np.frombuffer(raw, dtype=np.uint8)
+
+
+_register_shared_memory()

@@ -28,7 +28,7 @@ from repogym.tasks.images import WORKDIR, BuiltImage, ensure_image, image_info
 from repogym.tasks.schema import Task
 from repogym.tasks.suite import load_suite, pick
 
-MAX_TEXT = 10_000_000
+MAX_TEXT = 1_000_000  # characters; longer observations are cut
 
 
 class SWEEnv(gym.Env[str, Any]):
@@ -232,6 +232,7 @@ class SWEEnv(gym.Env[str, Any]):
                 truncated, info["truncation"] = True, reason
                 obs += f"\n[episode truncated: {reason}]"
         self._done = terminated or truncated
+        obs = obs if len(obs) <= MAX_TEXT else obs[: MAX_TEXT - 40] + "\n[observation cut]"
         # timings go to the record, not to info: info must be reproducible for a seed
         self._record_step(action, parsed, obs, reward, terminated, truncated, info,
                           time.monotonic() - started)

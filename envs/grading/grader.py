@@ -273,7 +273,7 @@ true
         # nothing the tests left behind may write to the results after this point
         _, junit = self.root(f"pkill -9 -u 1000 2>/dev/null; sleep 0.05; cat {G}/out/junit.xml "
                              "2>/dev/null", timeout=30)
-        self.report.imports = self._imports()
+        self.report.imports = None if result.timed_out else self._imports()
         return result.output, junit
 
     def _imports(self) -> bool | None:
@@ -284,7 +284,7 @@ true
         if not modules:
             return None
         code = "import importlib,sys\nfor m in sys.argv[1:]:\n    importlib.import_module(m)\n"
-        result = self.box.exec(["python", "-c", code, *modules], timeout=30)
+        result = self.box.exec(["python", "-c", code, *modules], timeout=10)
         return result.exit_code == 0
 
     # --- 4. the verdict ------------------------------------------------------------------------

@@ -11,14 +11,21 @@ import docker.errors
 from repogym.errors import DockerUnavailable
 
 
-@functools.lru_cache(maxsize=1)
 def docker_client() -> docker.DockerClient:
-    """One client per process; raises :class:`DockerUnavailable` when no engine answers."""
+    """One client per process; raises :class:`DockerUnavailable` when no engine answers.
+
+    Keyed by pid: a forked worker (an async vector env, a pool of processes) must not share
+    its parent's connections.
+    """
+    return _client_for(os.getpid())
+
+
+@functools.lru_cache(maxsize=4)
+def _client_for(pid: int) -> docker.DockerClient:
     try:
         client = docker.from_env(timeout=int(os.environ.get("REPOGYM_DOCKER_TIMEOUT", "120")))
         client.ping()
     except docker.errors.DockerException as exc:
-        docker_client.cache_clear()
         raise DockerUnavailable(str(exc).splitlines()[0][:200]) from exc
     return client
 
