@@ -76,7 +76,10 @@ class SWEEnv(gym.Env[str, Any]):
       ``max_observation_chars`` (1,000,000), ``bash_timeout`` (60 s per command),
       ``output_limit`` (16,000 bytes kept per command).
     - ``record_dir``: write one JSON Lines record per episode there.
-    - ``pool_size``: containers kept started per image (0: start one per reset).
+    - ``pool_size``: containers kept started per image (0: start one when none is ready).
+    - ``reuse_containers`` (True): reset a used container in place, in the background, and
+      reuse it once the reset is verified (otherwise it is removed).
+    - ``warm_grader`` (True): start the grading container while the agent works.
     - ``grader``: a :class:`~repogym.envs.grading.grader.GraderConfig`.
     - ``sandbox``: ``"docker"`` (default) or ``"fake"`` (a local folder, for tests of code
       above the sandbox; it isolates nothing).
@@ -100,6 +103,8 @@ class SWEEnv(gym.Env[str, Any]):
         output_limit: int = 16_000,
         record_dir: str | Path | None = None,
         pool_size: int = 0,
+        reuse_containers: bool = True,
+        warm_grader: bool = True,
         grader: GraderConfig | None = None,
         sandbox: str = "docker",
         render_mode: str | None = None,
@@ -129,8 +134,10 @@ class SWEEnv(gym.Env[str, Any]):
         self.sandbox_kind = sandbox
         self.run_id = run_id or default_run_id()
         self.model = model
-        self.grader = Grader(grader)
-        self.pool = SandboxPool(size=pool_size) if sandbox == "docker" else None
+        self.pool = (SandboxPool(size=pool_size, reuse=reuse_containers,
+                                 grader_size=int(warm_grader))
+                     if sandbox == "docker" else None)
+        self.grader = Grader(grader, pool=self.pool)
         self.observation_space = AnyText(max_length=MAX_TEXT)
         self.action_space = AnyText(max_length=MAX_TEXT)
         self.task: Task | None = None
@@ -155,6 +162,7 @@ class SWEEnv(gym.Env[str, Any]):
         self.task = pick(self.tasks, options.get("task_id"), random.Random(rng_seed))
         self.image = ensure_image(self.task, progress=lambda _msg: None)
         self.sandbox = self._sandbox(self.task, self.image)
+        self.grader.warm(self.image.tag)
         self.toolbox = Toolbox(self.sandbox, bash_timeout=self.bash_timeout)
         self._episodes += 1
         self._steps, self._obs_chars, self._start = 0, 0, time.monotonic()

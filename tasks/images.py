@@ -40,7 +40,9 @@ USER = "repogym"
 LABEL_SPEC = "org.repogym.spec"
 LABEL_COMMIT = "org.repogym.repo-commit"
 LABEL_USER = "org.repogym.user"
-RECIPE_VERSION = "1"
+RECIPE_VERSION = "1"  # the base and root images
+REPO_RECIPE = "2"  # repository images
+PRISTINE = "/opt/repogym-pristine"
 DEBOOTSTRAP_PACKAGES = (
     "python3,python3-venv,python3-pip,python3-pytest,python3-setuptools,python3-wheel,"
     "git,ca-certificates,procps"
@@ -181,7 +183,7 @@ def image_spec(task: Task) -> dict[str, Any]:
     """What decides a repository image: repository, commit, environment."""
     env = task.environment
     return {
-        "recipe": RECIPE_VERSION,
+        "recipe": REPO_RECIPE,
         "repo": task.repo,
         "source": task.source,
         "commit": task.base_commit,
@@ -238,7 +240,9 @@ RUN git config --system --add safe.directory {WORKDIR} && {setup}
 RUN git config --system --add safe.directory {WORKDIR} \\
  && git -C {WORKDIR} reflog expire --expire=now --all && git -C {WORKDIR} gc -q --prune=now \\
  && test "$(git -C {WORKDIR} rev-list --all | wc -l)" = 1 \\
- && chown -R {USER}:{USER} {WORKDIR}
+ && chown -R {USER}:{USER} {WORKDIR} \\
+ && mkdir -p {PRISTINE} && cp -a {WORKDIR} {PRISTINE}/testbed \\
+ && cp -a /home/{USER} {PRISTINE}/home && chmod 700 {PRISTINE}
 LABEL {LABEL_COMMIT}="{commit}" {LABEL_SPEC}="{_digest(spec)}" {LABEL_USER}="{USER}"
 """
 

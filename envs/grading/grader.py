@@ -24,13 +24,14 @@ from repogym.envs.grading.protect import CONTENT_CHECKED, protected_reason, pyte
 from repogym.envs.grading.results import disagreements, parse_junit, parse_log
 from repogym.envs.sandbox.base import SandboxConfig
 from repogym.envs.sandbox.docker import DockerSandbox
+from repogym.envs.sandbox.pool import SandboxPool
 from repogym.errors import GradingError
 from repogym.tasks.schema import Task
 
 G = "/opt/repogym-grade"
 PYTEST_PARSERS = {"pytest", "parse_log_pytest", "pytest_v2", "parse_log_pytest_v2",
                   "pytest_options", "parse_log_pytest_options"}
-GRADER_CAPS = ("CHOWN", "DAC_OVERRIDE", "FOWNER")
+GRADER_CAPS = ("CHOWN", "DAC_OVERRIDE", "FOWNER", "KILL")
 
 
 @dataclass
@@ -83,23 +84,40 @@ class GraderConfig:
 
 
 class Grader:
-    def __init__(self, config: GraderConfig | None = None, seed: int | None = None):
+    """Grades patches; with a pool, its containers are started ahead of time."""
+
+    def __init__(self, config: GraderConfig | None = None, seed: int | None = None,
+                 pool: SandboxPool | None = None):
         self.config = config or GraderConfig()
         self.rng = random.Random(seed)
+        self.pool = pool
+
+    def container_config(self) -> dict[str, Any]:
+        c = self.config
+        return {"network": False, "shell": False, "cap_add": GRADER_CAPS, "memory": c.memory,
+                "cpus": c.cpus, "pids_limit": c.pids_limit, "output_limit": c.log_limit,
+                "tmpfs_size": "512m"}
+
+    def warm(self, image: str) -> None:
+        """Starts a grading container for ``image`` in the background (with a pool)."""
+        if self.pool is not None:
+            self.pool.warm(image, role="grader", **self.container_config())
 
     def grade(self, task: Task, patch: str, image: str) -> GradingReport:
         report = GradingReport(task.instance_id, image=image, empty_patch=not patch.strip())
         start = time.monotonic()
-        box = DockerSandbox(SandboxConfig(
-            image=image, role="grader", network=False, shell=False, cap_add=GRADER_CAPS,
-            memory=self.config.memory, cpus=self.config.cpus, pids_limit=self.config.pids_limit,
-            output_limit=self.config.log_limit, tmpfs_size="512m",
-        ))
+        if self.pool is not None:
+            box = self.pool.acquire(image, role="grader", **self.container_config())
+        else:
+            box = DockerSandbox(SandboxConfig(image=image, role="grader",
+                                              **self.container_config()))
         try:
             _Run(self, task, box, report).grade(patch)
         finally:
             report.total_seconds = time.monotonic() - start
-            if self.config.cleanup_async:
+            if self.pool is not None:
+                self.pool.release(box)  # graders are never reused: the pool removes it
+            elif self.config.cleanup_async:
                 threading.Thread(target=box.close, daemon=True).start()
             else:
                 box.close()
@@ -123,12 +141,11 @@ class _Run:
         files = {"agent.patch": patch.encode("utf-8", errors="surrogateescape"),
                  "test.patch": self.task.test_patch.encode("utf-8", errors="surrogateescape")}
         self.box.put_files({f"repogym-grade/{k}": v for k, v in files.items()}, "/opt")
-        changed = self.apply_agent_patch(bool(patch.strip()))
+        changed, existing = self.apply_agent_patch(bool(patch.strip()))
         self.changed = changed
         test_files = self.test_files()
         canaries = None
         if self.pytest and self.g.config.canaries:
-            existing = set(self.root("cd /testbed && git ls-files")[1].splitlines())
             canaries = make_canaries(test_files, existing | set(test_files), self.g.rng)
         self.prepare(changed, canaries)
         # no known test files: the whole suite runs, and discovery finds the canaries too
@@ -138,22 +155,20 @@ class _Run:
 
     # --- 1. the agent's diff, minus everything it may not touch ----------------------------
 
-    def apply_agent_patch(self, nonempty: bool) -> list[str]:
-        if not nonempty:
-            self.report.patch_applied = True
-            return []
-        code, out = self.root(
-            f"cd /testbed && git apply --numstat -z {G}/agent.patch | base64 -w0; echo; "
-            f"git apply --binary --whitespace=nowarn {G}/agent.patch 2>&1 | tail -5 >&2; "
-            "echo APPLY=${PIPESTATUS[0]}"
-        )
-        encoded, _, rest = out.partition("\n")
-        self.report.patch_applied = "APPLY=0" in rest
+    def apply_agent_patch(self, nonempty: bool) -> tuple[list[str], set[str]]:
+        """Applies the agent's diff; returns the paths it touches and the repository's files."""
+        apply = (f"git apply --numstat -z {G}/agent.patch | base64 -w0; echo; "
+                 f"git apply --binary --whitespace=nowarn {G}/agent.patch >{G}/apply.log 2>&1; "
+                 f"echo APPLY=$?; tail -c 2000 {G}/apply.log" if nonempty else "echo; echo APPLY=0")
+        _, out = self.root(f"cd /testbed && git ls-files -z | base64 -w0; echo; {apply}")
+        files_b64, encoded, rest = (out.split("\n", 2) + ["", ""])[:3]
+        existing = set(base64.b64decode(files_b64 or b"").decode(errors="replace").split("\0"))
+        self.report.patch_applied = rest.startswith("APPLY=0")
         if not self.report.patch_applied:
             self.report.flags.append("patch_failed")
             self.report.log_tail = rest[-2000:]
-            return []
-        return _numstat_paths(base64.b64decode(encoded or b""))
+            return [], existing
+        return _numstat_paths(base64.b64decode(encoded or b"")), existing
 
     def protected(self, changed: list[str]) -> dict[str, str]:
         test_files = frozenset(_patch_paths(self.task.test_patch)) | set(
@@ -206,7 +221,7 @@ for path in sys.argv[1:]:
         print("COMPILE_ERROR", path, exc); sys.exit(1)
 PY
 mkdir -p {G}/out && chown 1000:1000 {G}/out 2>/dev/null || chmod 777 {G}/out
-true
+{self._lock_script(canaries)}
 """
         code, out = self.root(script)
         if "TEST_PATCH_FAILED" in out:
@@ -215,7 +230,6 @@ true
                 f"run `repogym tasks validate` on the suite. {out[-800:]}"
             )
         self.report.compiles = "COMPILE_FAILED" not in out
-        self._lock_tests(canaries)
 
     def _protected_dirs(self, canaries: Canaries | None) -> list[str]:
         """/testbed and every folder on the way to a test file: no new conftest.py there."""
@@ -226,20 +240,15 @@ true
                 dirs.add("/".join(parts[:i]))
         return sorted(dirs)
 
-    def _lock_tests(self, canaries: Canaries | None) -> None:
+    def _lock_script(self, canaries: Canaries | None) -> str:
         """Test files and the folders above them become root's, so code under test cannot
         rewrite a test or plant a conftest.py while the run is going on."""
         paths = self.test_files() + ([canaries.path] if canaries else [])
-        dirs = self._protected_dirs(canaries)
         quoted = " ".join(shlex.quote(p) for p in paths if p)
-        qdirs = " ".join(shlex.quote(d) for d in dirs)
-        self.root(
-            f"cd /testbed && for f in {quoted}; do [ -e \"$f\" ] && chown root:root \"$f\" "
-            f"&& chmod 644 \"$f\"; done; for d in {qdirs}; do chown root:root \"$d\" "
-            f"&& chmod 755 \"$d\"; done; "
-            f"find {qdirs} -maxdepth 1 -name conftest.py -exec chown root:root {{}} + 2>/dev/null;"
-            " true"
-        )
+        qdirs = " ".join(shlex.quote(d) for d in self._protected_dirs(canaries))
+        return (f"for f in {quoted}; do [ -e \"$f\" ] && chown root:root \"$f\" "
+                f"&& chmod 644 \"$f\"; done; for d in {qdirs}; do [ -d \"$d\" ] && "
+                f"chown root:root \"$d\" && chmod 755 \"$d\"; done; true")
 
     def test_files(self) -> list[str]:
         env = self.task.environment
@@ -260,6 +269,8 @@ true
             opts = (f" -p no:cacheprovider -o addopts= -o junit_family=xunit1 "
                     f"--junitxml={G}/out/junit.xml --rootdir=/testbed")
         command = f"{env.test_cmd}{opts} {' '.join(shlex.quote(f) for f in files)}"
+        # the import check runs after the tests, in the same exec; the exit status stays pytest's
+        command = f"{command}; __rc=$?; {self._import_check()} exit $__rc"
         start = time.monotonic()
         result = self.box.exec(
             ["env", "PYTEST_DISABLE_PLUGIN_AUTOLOAD=1", "PYTHONDONTWRITEBYTECODE=1",
@@ -269,23 +280,27 @@ true
         self.report.test_seconds = time.monotonic() - start
         self.report.exit_code = result.exit_code
         self.report.timed_out = result.timed_out
-        self.report.log_tail = result.output[-4000:]
+        log, _, imports = result.output.rpartition("\n__RG_IMPORTS=")
+        if not _:
+            log, imports = result.output, ""
+        self.report.log_tail = log[-4000:]
+        if imports[:1].isdigit() and not result.timed_out:
+            self.report.imports = imports[:1] == "0"
         # nothing the tests left behind may write to the results after this point
-        _, junit = self.root(f"pkill -9 -u 1000 2>/dev/null; sleep 0.05; cat {G}/out/junit.xml "
-                             "2>/dev/null", timeout=30)
-        self.report.imports = None if result.timed_out else self._imports()
-        return result.output, junit
+        _, junit = self.root(f"pkill -9 -u 1000 2>/dev/null; cat {G}/out/junit.xml 2>/dev/null",
+                             timeout=30)
+        return log, junit
 
-    def _imports(self) -> bool | None:
-        """Whether the packages the agent changed still import (run after the tests)."""
+    def _import_check(self) -> str:
+        """Whether the packages the agent changed still import."""
         kept = [p for p in self.changed if p.endswith(".py") and p not in self.report.stripped]
         modules = sorted({p.split("/")[0].removesuffix(".py") for p in kept})
         modules = [m for m in modules if m.isidentifier()]
         if not modules:
-            return None
-        code = "import importlib,sys\nfor m in sys.argv[1:]:\n    importlib.import_module(m)\n"
-        result = self.box.exec(["python", "-c", code, *modules], timeout=10)
-        return result.exit_code == 0
+            return ""
+        code = "import importlib,sys\nfor m in sys.argv[1:]: importlib.import_module(m)"
+        return (f"timeout 10 python -c {shlex.quote(code)} {' '.join(modules)} >/dev/null 2>&1; "
+                "printf '\\n__RG_IMPORTS=%d\\n' $?;")
 
     # --- 4. the verdict ------------------------------------------------------------------------
 

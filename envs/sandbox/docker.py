@@ -123,6 +123,7 @@ class DockerSandbox:
         self.name = f"repogym-{config.run_id}-{uuid.uuid4().hex[:8]}"
         self._closed = False
         self._shell: Shell | None = None
+        self.baseline_changes: set[str] | None = None
         reap_dead_owners(self.client)
         self.container = self._start_container()
         owners.track(self.name, self.close)
@@ -198,6 +199,12 @@ class DockerSandbox:
         except docker.errors.APIError as exc:
             raise SandboxError(f"could not start a shell in {self.name}: {exc}") from exc
         return Shell(SocketTransport(raw, self.container, self.user), self.config.output_limit)
+
+    def restart_shell(self) -> None:
+        """A fresh shell in the repository root (after an in-place reset)."""
+        if self._shell is not None:
+            self._shell.close()
+        self._shell = self._start_shell(self.workdir) if self.config.shell else None
 
     def alive(self) -> bool:
         if self._closed:

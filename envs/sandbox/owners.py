@@ -13,7 +13,10 @@ import signal
 import socket
 import threading
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
+
+import docker.errors
 
 from repogym.envs.sandbox.base import LABEL_HOST, LABEL_MANAGED, LABEL_PID, LABEL_PREFIX
 
@@ -60,21 +63,43 @@ def owner_alive(labels: dict[str, str]) -> bool:
     return not started or process_start(pid) == started
 
 
-def leftovers(client: Any, include_live: bool = False) -> list[Any]:
-    """Containers made by repogym whose owner is dead (or all of them with ``include_live``)."""
-    found = client.containers.list(all=True, filters={"label": f"{LABEL_MANAGED}=1"})
+@dataclass(frozen=True)
+class ContainerRef:
+    id: str
+    name: str
+    labels: dict[str, str]
+
+
+def leftovers(client: Any, include_live: bool = False) -> list[ContainerRef]:
+    """Containers made by repogym whose owner is dead (or all of them with ``include_live``).
+
+    Listed in one call (no per-container inspect), so containers that disappear meanwhile do
+    not break the listing.
+    """
+    rows = client.api.containers(all=True, filters={"label": f"{LABEL_MANAGED}=1"})
+    found = [ContainerRef(r["Id"], (r.get("Names") or ["?"])[0].lstrip("/"), r.get("Labels") or {})
+             for r in rows]
     return [c for c in found if include_live or not owner_alive(c.labels)]
 
 
-def remove_containers(containers: list[Any]) -> list[str]:
+def remove_containers(containers: list[ContainerRef]) -> list[str]:
     removed = []
     for container in containers:
         try:
-            container.remove(force=True, v=True)
+            container_api(container).remove_container(container.id, force=True, v=True)
             removed.append(container.name)
-        except Exception:  # noqa: BLE001 - already gone is fine; the rest is reported by doctor
-            continue
+        except docker.errors.NotFound:
+            removed.append(container.name)
+        except docker.errors.APIError as exc:
+            if "already in progress" in str(exc):
+                removed.append(container.name)
     return removed
+
+
+def container_api(_ref: ContainerRef) -> Any:
+    from repogym.envs.sandbox.client import docker_client
+
+    return docker_client().api
 
 
 # --- this process's own containers, removed at exit and on SIGTERM/SIGHUP -------------------

@@ -127,4 +127,4 @@ def test_cleanup_removes_dead_owners_only(toy_image: str) -> None:
         assert live.alive()
     finally:
         live.close()
-        owners.remove_containers([dead])
+        owners.remove_containers([owners.ContainerRef(dead.id, dead.name, {})])

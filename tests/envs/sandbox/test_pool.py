@@ -1,0 +1,72 @@
+"""Warm pool and verified in-place reset against a real engine."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from repogym.envs.sandbox.client import docker_client
+from repogym.envs.sandbox.pool import SandboxPool, reset_in_place
+
+pytestmark = pytest.mark.docker
+
+
+def wait_for(predicate, seconds: float = 30.0) -> bool:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(0.1)
+    return False
+
+
+def test_used_container_is_reset_verified_and_reused(toy_image: str) -> None:
+    pool = SandboxPool(size=0, reuse=True)
+    try:
+        box = pool.acquire(toy_image)
+        box.run("echo broken > calc/__init__.py; echo x > new.py; mkdir -p /tmp/d; "
+                "echo secret > ~/.note; git commit -qam hack; (sleep 1000 &)")
+        first = box.container.id
+        pool.release(box)
+        assert wait_for(lambda: pool.stats["reused"] == 1)
+        again = pool.acquire(toy_image)
+        assert again.container.id == first and pool.stats["hits"] == 1
+        state = again.run("git status --porcelain; git log --oneline | wc -l; ls /tmp; "
+                          "ls -A ~ | grep -c note; pgrep -c -u repogym sleep").output.split()
+        assert state == ["1", "0", "0"], state
+        assert "return a - b" in again.run("cat calc/__init__.py").output
+        pool.release(again)
+    finally:
+        pool.close()
+
+
+def test_change_outside_restored_paths_discards_the_container(toy_image: str) -> None:
+    pool = SandboxPool(size=0, reuse=True)
+    try:
+        box = pool.acquire(toy_image)
+        writable = box.run("for d in /run/lock /var/lock /var/mail; do [ -w $d ] && echo $d; "
+                           "done | head -1").output.strip()
+        if not writable:
+            pytest.skip("the image has no other world-writable folder")
+        box.run(f"echo planted > {writable}/x")
+        assert not reset_in_place(box)
+        box.close()
+    finally:
+        pool.close()
+
+
+def test_prestarted_containers_are_handed_out(toy_image: str) -> None:
+    pool = SandboxPool(size=2)
+    try:
+        pool.warm(toy_image)
+        assert wait_for(lambda: pool._ready[(toy_image, "agent")].qsize() == 2)
+        start = time.monotonic()
+        box = pool.acquire(toy_image)
+        assert time.monotonic() - start < 0.5 and pool.stats["hits"] == 1
+        assert box.run("echo ready").output == "ready\n"
+        pool.release(box)
+    finally:
+        pool.close()
+    client = docker_client()
+    assert not [c for c in client.containers.list(all=True) if c.name == box.name]
