@@ -24,7 +24,7 @@ from repogym.envs.sandbox.pool import SandboxPool
 from repogym.envs.spaces import AnyText
 from repogym.envs.tools import TOOL_SCHEMAS, Toolbox
 from repogym.errors import ActionError, SandboxError
-from repogym.tasks.images import WORKDIR, BuiltImage, ensure_image, image_info
+from repogym.tasks.images import WORKDIR, BuiltImage, ensure_image, image_info, image_tag
 from repogym.tasks.schema import Task
 from repogym.tasks.suite import load_suite, pick
 
@@ -146,6 +146,7 @@ class SWEEnv(gym.Env[str, Any]):
         self.toolbox: Toolbox | None = None
         self.recorder: EpisodeRecorder | None = None
         self._episodes = 0
+        self._images: dict[str, BuiltImage] = {}
         self._done = True
         self._last_obs = ""
 
@@ -160,7 +161,7 @@ class SWEEnv(gym.Env[str, Any]):
         import random
 
         self.task = pick(self.tasks, options.get("task_id"), random.Random(rng_seed))
-        self.image = ensure_image(self.task, progress=lambda _msg: None)
+        self.image = self._image(self.task)
         self.sandbox = self._sandbox(self.task, self.image)
         self.grader.warm(self.image.tag)
         self.toolbox = Toolbox(self.sandbox, bash_timeout=self.bash_timeout)
@@ -184,6 +185,13 @@ class SWEEnv(gym.Env[str, Any]):
             info["record"] = str(self.recorder.path)
         self._last_obs = obs
         return obs, info
+
+    def _image(self, task: Task) -> BuiltImage:
+        """The task's image: built or looked up once per env, then remembered."""
+        key = image_tag(task)
+        if key not in self._images:
+            self._images[key] = ensure_image(task, progress=lambda _msg: None)
+        return self._images[key]
 
     def _sandbox(self, task: Task, image: BuiltImage) -> Sandbox:
         if self.pool is not None:
