@@ -1,0 +1,5 @@
+import sys
+
+from minicalc.cli import main
+
+sys.exit(main())
