@@ -34,7 +34,10 @@ def build_parser() -> argparse.ArgumentParser:
             missing = sub.add_parser(name, help=f"(unavailable: {exc})")
             missing.set_defaults(func=_unavailable(name, exc))
             continue
-        mod.add_parser(sub)
+        add = getattr(mod, "add_parser", None) or getattr(mod, f"add_{name}_parser", None)
+        if add is None:
+            raise RuntimeError(f"{module} has no add_parser(subparsers)")
+        add(sub)
     return parser
 
 

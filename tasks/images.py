@@ -185,8 +185,7 @@ def image_spec(task: Task) -> dict[str, Any]:
     return {
         "recipe": REPO_RECIPE,
         "repo": task.repo,
-        "source": task.source,
-        "commit": task.base_commit,
+        "commit": task.base_commit,  # names the content: the source's path does not matter
         "python": env.python,
         "image": env.image,
         "setup": list(env.setup),

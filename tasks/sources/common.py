@@ -1,0 +1,336 @@
+"""Shared pieces of the task sources: which files are tests, a private working repository in
+which candidate commits are made, and the loop that turns candidates into validated tasks.
+
+A source is a small object (see ``TaskSource``) that yields candidate tasks in an order fixed by
+its seed and checks one candidate at a time (in Docker, through ``repogym.tasks.validate``).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from collections import Counter
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path, PurePosixPath
+from typing import Any, Protocol, TypeAlias
+
+from repogym.errors import TaskError
+from repogym.tasks.repo import SNAPSHOT_ENV
+from repogym.tasks.schema import SPLITS, Task
+
+# Folder names that hold tests (SWE-bench uses the same words to find test files).
+TEST_DIRS = frozenset({"test", "tests", "testing", "e2e", "__tests__"})
+# Files that count as test files wherever they are: pytest's configuration and fixtures.
+TEST_FILES = frozenset({"conftest.py", "pytest.ini", "tests.py", "test.py"})
+# Suffixes of source code; a mined commit must change at least one non-test file like these.
+CODE_SUFFIXES = frozenset({
+    ".py", ".pyx", ".pxd", ".pyi", ".c", ".h", ".cc", ".cpp", ".hpp", ".rs", ".go", ".js",
+    ".ts", ".java", ".rb", ".php",
+})
+
+Deriver: TypeAlias = Callable[[Task], tuple[Task | None, str]]
+Log: TypeAlias = Callable[[str], None]
+
+
+def is_test_path(path: str) -> bool:
+    """True for files a task keeps hidden: anything in a test folder, ``test_*``/``*_test``
+    files, ``conftest.py`` and ``pytest.ini``."""
+    parts = PurePosixPath(path).parts
+    if not parts:
+        return False
+    name = parts[-1]
+    stem = name.split(".", 1)[0]
+    if any(part.lower() in TEST_DIRS for part in parts[:-1]):
+        return True
+    return name in TEST_FILES or stem.startswith("test_") or stem.endswith("_test")
+
+
+def split_paths(paths: Iterable[str]) -> tuple[list[str], list[str]]:
+    """Splits paths into (non-test files, test files), each sorted."""
+    code: list[str] = []
+    tests: list[str] = []
+    for path in sorted(set(paths)):
+        (tests if is_test_path(path) else code).append(path)
+    return code, tests
+
+
+def is_code_path(path: str) -> bool:
+    return PurePosixPath(path).suffix in CODE_SUFFIXES
+
+
+def log_stderr(message: str) -> None:
+    print(message, file=sys.stderr, flush=True)
+
+
+@dataclass(frozen=True)
+class SourceOptions:
+    """Options every source shares (the command line's common flags)."""
+
+    max_candidates: int | None = None  # how many candidates to try at most (None: all)
+    split: str = "eval"  # the split every produced task gets
+    seed: int = 0  # fixes the order in which candidates are tried
+    runs: int = 2  # how many times each side's tests run (flaky tests are dropped)
+
+    def __post_init__(self) -> None:
+        if self.max_candidates is not None and self.max_candidates < 1:
+            raise ValueError(f"--max {self.max_candidates}: give a positive number of candidates.")
+        if self.split not in SPLITS:
+            raise ValueError(f"--split {self.split!r}: use one of {SPLITS}.")
+        if self.runs < 1:
+            raise ValueError(f"--runs {self.runs}: tests must run at least once per side.")
+
+
+@dataclass(frozen=True)
+class Rejected:
+    """A candidate turned down before any test ran (its repository or spec is unusable)."""
+
+    instance_id: str
+    kind: str
+    reason: str
+
+
+Candidate: TypeAlias = Task | Rejected
+
+
+class TaskSource(Protocol):
+    """Where candidate tasks come from. ``candidates`` is deterministic for the source's seed;
+    ``check`` returns the finished task, or None and the reason it was rejected."""
+
+    name: str
+
+    def candidates(self) -> Iterator[Candidate]: ...
+
+    def check(self, task: Task) -> tuple[Task | None, str]: ...
+
+
+# ---------------------------------------------------------------------------- git helpers
+
+
+def run_git(cwd: Path, *args: str, env: dict[str, str] | None = None,
+            input: bytes | None = None, check: bool = True) -> str:
+    """Runs git with the fixed identity and date of snapshots, so commits made here have the
+    same ids on every run (candidate generation is deterministic)."""
+    proc = subprocess.run(
+        ["git", "-c", "core.hooksPath=/dev/null", "-c", "core.quotePath=off", *args],
+        cwd=cwd, env={**os.environ, **SNAPSHOT_ENV, **(env or {})}, input=input,
+        capture_output=True,
+    )
+    if check and proc.returncode != 0:
+        detail = proc.stderr.decode(errors="replace").strip()
+        raise TaskError(f"git {' '.join(args[:3])} failed in {cwd}: {detail}")
+    return proc.stdout.decode(errors="replace")
+
+
+def is_git_source(path: Path) -> bool:
+    return path.is_file() or (path / ".git").exists() or (path / "HEAD").is_file()
+
+
+def repo_name(path: Path) -> str:
+    """``owner/name`` from the origin remote when it has one, else the folder's name."""
+    if is_git_source(path) and path.is_dir():
+        url = run_git(path, "config", "--get", "remote.origin.url", check=False).strip()
+        match = re.search(r"[:/]([\w.-]+)/([\w.-]+?)(?:\.git)?/?$", url)
+        if match:
+            return f"{match.group(1)}/{match.group(2)}"
+    name = path.resolve().name
+    return name[: -len(".bundle")] if name.endswith(".bundle") else name
+
+
+def slug(repo: str) -> str:
+    """The repository part of an instance id, SWE-bench style (``owner__name``)."""
+    return re.sub(r"[^\w.-]", "_", repo.replace("/", "__"))
+
+
+class WorkRepo:
+    """A private clone of a source, checked out at the chosen commit. Candidate commits are made
+    on top of that commit with a temporary index, one branch each, so the checkout stays
+    pristine and every candidate survives a clone of the repository."""
+
+    BRANCH_PREFIX = "repogym/"
+
+    def __init__(self, path: Path, head: str, name: str) -> None:
+        self.path = path
+        self.head = head
+        self.name = name
+        self._files: list[str] | None = None
+
+    @classmethod
+    def create(cls, source: Path, dest: Path, rev: str = "HEAD", name: str | None = None
+               ) -> WorkRepo:
+        if not source.exists():
+            raise TaskError(f"{source} does not exist: pass a repository or folder path.")
+        if dest.exists():
+            raise TaskError(f"{dest} already exists; choose an empty work folder.")
+        name = name or repo_name(source)
+        if is_git_source(source):
+            run_git(dest.parent, "clone", "--quiet", "--no-hardlinks", str(source.resolve()),
+                    str(dest))
+            run_git(dest, "checkout", "--quiet", "--detach", rev)
+        else:
+            shutil.copytree(source, dest, symlinks=True,
+                            ignore=shutil.ignore_patterns(".git", "__pycache__", "*.pyc"))
+            run_git(dest, "init", "--quiet", "--initial-branch=main")
+            run_git(dest, "add", "--all")  # a .gitignore there keeps virtualenvs and builds out
+            run_git(dest, "commit", "--quiet", "--no-verify", "-m", f"import {name}")
+        head = run_git(dest, "rev-parse", "HEAD").strip()
+        return cls(dest, head, name)
+
+    def files(self) -> list[str]:
+        """Every tracked file at the head commit, sorted."""
+        if self._files is None:
+            out = run_git(self.path, "ls-tree", "-r", "-z", "--name-only", self.head)
+            self._files = sorted(p for p in out.split("\0") if p)
+        return self._files
+
+    def read_text(self, path: str) -> str | None:
+        """A file's text at the head commit, or None if it is not UTF-8 text."""
+        try:
+            return (self.path / path).read_bytes().decode("utf-8")
+        except (OSError, UnicodeDecodeError):
+            return None
+
+    def commit_files(self, changes: dict[str, str], message: str, branch: str) -> str:
+        """Commits ``changes`` (path to new text) on top of the head; returns the commit id."""
+        with tempfile.TemporaryDirectory(prefix="repogym-index-") as tmp:
+            env = {"GIT_INDEX_FILE": str(Path(tmp) / "index")}
+            run_git(self.path, "read-tree", self.head, env=env)
+            for path, text in sorted(changes.items()):
+                mode = run_git(self.path, "ls-tree", self.head, "--", path).split(" ", 1)[0]
+                blob = run_git(self.path, "hash-object", "-w", "--stdin",
+                               input=text.encode("utf-8")).strip()
+                run_git(self.path, "update-index", "--add", "--cacheinfo",
+                        f"{mode or '100644'},{blob},{path}", env=env)
+            tree = run_git(self.path, "write-tree", env=env).strip()
+        commit = run_git(self.path, "commit-tree", tree, "-p", self.head, "-m", message).strip()
+        run_git(self.path, "update-ref", f"refs/heads/{self.BRANCH_PREFIX}{branch}", commit)
+        return commit
+
+    def diff(self, old: str, new: str) -> str:
+        return run_git(self.path, "diff", "--no-color", "--no-ext-diff", "--binary",
+                       "--no-renames", old, new)
+
+    def keep_only(self, commits: Iterable[str]) -> None:
+        """Deletes the branches of candidates that were not kept, and their objects."""
+        keep = set(commits)
+        refs = run_git(self.path, "for-each-ref", "--format=%(objectname) %(refname)",
+                       f"refs/heads/{self.BRANCH_PREFIX}")
+        for line in refs.splitlines():
+            commit, ref = line.split(" ", 1)
+            if commit not in keep:
+                run_git(self.path, "update-ref", "-d", ref)
+        run_git(self.path, "reflog", "expire", "--expire=now", "--all")
+        run_git(self.path, "gc", "--quiet", "--prune=now")
+
+
+# ---------------------------------------------------------------------------- the loop
+
+
+def short_reason(reason: str) -> str:
+    """The histogram key of a rejection: its text up to the first colon, without numbers."""
+    head = reason.split(":", 1)[0].strip().lower()
+    return re.sub(r"\d+", "N", head)[:80] or "unknown"
+
+
+# Consecutive infrastructure failures after which a run stops: the rest would fail alike.
+MAX_INFRA_FAILURES = 3
+
+
+@dataclass
+class Collected:
+    """What one run of a source produced."""
+
+    kept: list[Task] = field(default_factory=list)
+    outcomes: list[dict[str, Any]] = field(default_factory=list)
+    seconds: float = 0.0
+    stopped: str | None = None  # why the run stopped early, if it did
+
+    @property
+    def tried(self) -> int:
+        return len(self.outcomes)
+
+    @property
+    def reasons(self) -> Counter[str]:
+        return Counter(short_reason(o["reason"]) for o in self.outcomes if not o["kept"])
+
+    def summary(self) -> str:
+        rejected = self.tried - len(self.kept)
+        line = f"tried {self.tried}, kept {len(self.kept)}, rejected {rejected}"
+        if rejected:
+            line += ": " + ", ".join(f"{r} ({n})" for r, n in self.reasons.most_common())
+        return line
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "tried": self.tried, "kept": len(self.kept), "rejected": self.tried - len(self.kept),
+            "reasons": dict(self.reasons.most_common()), "seconds": round(self.seconds, 1),
+            "stopped": self.stopped, "candidates": self.outcomes,
+        }
+
+
+def collect(source: TaskSource, max_candidates: int | None = None, log: Log = log_stderr
+            ) -> Collected:
+    """Checks candidates one by one until ``max_candidates`` were tried or none are left.
+
+    A ``TaskError`` while checking rejects that candidate; any other error stops the run, and
+    so do ``MAX_INFRA_FAILURES`` infrastructure rejections in a row (Docker is down, the image
+    does not build): every later candidate would fail the same way.
+    """
+    result = Collected()
+    start = time.monotonic()
+    total = str(max_candidates) if max_candidates else "?"
+    for task in source.candidates():
+        if max_candidates is not None and result.tried >= max_candidates:
+            break
+        if isinstance(task, Rejected):
+            done, reason = None, task.reason
+        else:
+            try:
+                done, reason = source.check(task)
+            except TaskError as err:
+                done, reason = None, str(err)
+        outcome: dict[str, Any] = {"instance_id": task.instance_id, "kind": task.kind,
+                                   "kept": done is not None, "reason": reason}
+        if done is not None:
+            result.kept.append(done)
+            outcome.update(FAIL_TO_PASS=len(done.FAIL_TO_PASS),
+                           PASS_TO_PASS=len(done.PASS_TO_PASS))
+            status = f"kept ({len(done.FAIL_TO_PASS)} F2P, {len(done.PASS_TO_PASS)} P2P)"
+        else:
+            status = f"rejected: {reason}"
+        result.outcomes.append(outcome)
+        log(f"[{result.tried}/{total}] {source.name} {task.instance_id}: {status}")
+        recent = [o["reason"] for o in result.outcomes[-MAX_INFRA_FAILURES:]]
+        if len(recent) == MAX_INFRA_FAILURES and all(
+                r.startswith("infrastructure") for r in recent):
+            result.stopped = f"{MAX_INFRA_FAILURES} infrastructure failures in a row: {reason}"
+            log(f"stopping: {result.stopped}")
+            break
+    result.seconds = time.monotonic() - start
+    return result
+
+
+def default_deriver(runs: int) -> Deriver:
+    """``repogym.tasks.validate.derive_lists`` with ``runs`` runs per side."""
+    from repogym.tasks.validate import derive_lists
+
+    def derive(task: Task) -> tuple[Task | None, str]:
+        return derive_lists(task, runs=runs)
+
+    return derive
+
+
+def interleave(iterators: list[Iterator[Candidate]]) -> Iterator[Candidate]:
+    """Round-robin over several candidate streams (deterministic, like each stream)."""
+    live = list(iterators)
+    while live:
+        for it in list(live):
+            try:
+                yield next(it)
+            except StopIteration:
+                live.remove(it)

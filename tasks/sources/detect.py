@@ -1,0 +1,245 @@
+"""How to install a Python repository and run its tests, read from its own files.
+
+Looks at pyproject.toml, setup.cfg, setup.py, requirements*.txt and tox.ini: the Python version
+it accepts, the extras and requirement files that hold test dependencies, and pytest plugins its
+configuration needs. Tests always run with ``python -m pytest -rA`` (pytest also runs unittest
+and nose-style tests), so the result parses with the pytest log parser.
+"""
+
+from __future__ import annotations
+
+import ast
+import configparser
+import re
+import shlex
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any, Protocol
+
+from repogym.tasks.schema import PYTHON_SUITES, Environment
+
+from .common import is_test_path, run_git
+
+TEST_EXTRAS = ("test", "tests", "testing", "dev")
+TEST_REQUIREMENTS = re.compile(
+    r"^(requirements[-_/].*(test|dev)[^/]*|(test|dev)[-_]?requirements[^/]*)\.txt$", re.I
+)
+# Options in pytest's configuration that need a plugin to parse.
+PLUGIN_OPTIONS = {
+    "--cov": "pytest-cov", "asyncio_mode": "pytest-asyncio", "-n ": "pytest-xdist",
+    "--timeout": "pytest-timeout", "--benchmark": "pytest-benchmark", "--mypy": "pytest-mypy",
+    "--doctest-rst": "pytest-doctestplus", "--flake8": "pytest-flake8",
+}
+# Tried in this order: the newest Python that old packages still install on comes first.
+PYTHON_PREFERENCE = ("3.11", "3.13", "3.9")
+PACKAGE_FILES = ("pyproject.toml", "setup.py", "setup.cfg")
+
+
+class TreeView(Protocol):
+    """Read access to one commit's files."""
+
+    def files(self) -> list[str]: ...
+
+    def read_text(self, path: str) -> str | None: ...
+
+
+class DirTree:
+    def __init__(self, root: Path) -> None:
+        self.root = root
+
+    def files(self) -> list[str]:
+        return sorted(p.relative_to(self.root).as_posix() for p in self.root.rglob("*")
+                      if p.is_file() and ".git" not in p.relative_to(self.root).parts)
+
+    def read_text(self, path: str) -> str | None:
+        try:
+            return (self.root / path).read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError):
+            return None
+
+
+class GitTree:
+    """A commit of a repository, read without checking it out."""
+
+    def __init__(self, repo: Path, commit: str) -> None:
+        self.repo, self.commit = repo, commit
+
+    def files(self) -> list[str]:
+        out = run_git(self.repo, "ls-tree", "-r", "-z", "--name-only", self.commit)
+        return sorted(p for p in out.split("\0") if p)
+
+    def read_text(self, path: str) -> str | None:
+        text = run_git(self.repo, "show", f"{self.commit}:{path}", check=False)
+        return text or None
+
+
+@dataclass(frozen=True)
+class EnvOverrides:
+    """What the user said explicitly; each set field replaces what detection found."""
+
+    python: str | None = None
+    setup: tuple[str, ...] | None = None
+    test_cmd: str | None = None
+    log_parser: str | None = None
+    image: str | None = None
+
+    def apply(self, env: Environment) -> Environment:
+        changes = {k: v for k, v in self.__dict__.items() if v is not None}
+        return replace(env, **changes) if changes else env
+
+
+def load_toml(text: str) -> dict[str, Any]:
+    try:
+        import tomllib
+    except ModuleNotFoundError:  # Python 3.10 has no tomllib; tomli is the same parser
+        import tomli as tomllib  # type: ignore[no-redef]
+    try:
+        return tomllib.loads(text)
+    except tomllib.TOMLDecodeError:
+        return {}
+
+
+def has_tests(tree: TreeView) -> bool:
+    return any(p.endswith(".py") and is_test_path(p) and Path(p).name != "conftest.py"
+               for p in tree.files())
+
+
+def detect_environment(tree: TreeView, overrides: EnvOverrides | None = None) -> Environment:
+    """The environment a task of this tree needs (before ``overrides``)."""
+    files = set(tree.files())
+    pyproject = load_toml(tree.read_text("pyproject.toml") or "") if "pyproject.toml" in files \
+        else {}
+    setup_cfg = _read_cfg(tree.read_text("setup.cfg") or "")
+    setup_py = tree.read_text("setup.py") or ""
+    tox = _read_cfg(tree.read_text("tox.ini") or "")
+    extras = _extras(pyproject, setup_cfg, setup_py)
+    env = Environment(
+        python=_python_version(_python_requires(pyproject, setup_cfg, setup_py)),
+        setup=tuple(_setup_commands(tree, files, pyproject, setup_cfg, setup_py, tox, extras)),
+    )
+    return (overrides or EnvOverrides()).apply(env)
+
+
+# ---------------------------------------------------------------------------- python version
+
+
+def _read_cfg(text: str) -> configparser.ConfigParser:
+    parser = configparser.ConfigParser(interpolation=None, strict=False)
+    try:
+        parser.read_string(text)
+    except configparser.Error:
+        return configparser.ConfigParser(interpolation=None)
+    return parser
+
+
+def _python_requires(pyproject: dict[str, Any], setup_cfg: configparser.ConfigParser,
+                     setup_py: str) -> str:
+    found = pyproject.get("project", {}).get("requires-python")
+    if not found and setup_cfg.has_option("options", "python_requires"):
+        found = setup_cfg.get("options", "python_requires")
+    if not found:
+        match = re.search(r"python_requires\s*=\s*['\"]([^'\"]+)['\"]", setup_py)
+        found = match.group(1) if match else ""
+    return str(found or "").strip()
+
+
+def _python_version(requires: str) -> str:
+    if not requires:
+        return PYTHON_PREFERENCE[0]
+    try:
+        from packaging.specifiers import InvalidSpecifier, SpecifierSet
+    except ModuleNotFoundError:  # packaging comes with pip's toolchain nearly everywhere
+        return PYTHON_PREFERENCE[0]
+    try:
+        spec = SpecifierSet(requires)
+    except InvalidSpecifier:
+        return PYTHON_PREFERENCE[0]
+    for version in PYTHON_PREFERENCE:
+        if version in PYTHON_SUITES and spec.contains(f"{version}.0"):
+            return version
+    return PYTHON_PREFERENCE[0]
+
+
+# ---------------------------------------------------------------------------- dependencies
+
+
+def _extras(pyproject: dict[str, Any], setup_cfg: configparser.ConfigParser,
+            setup_py: str) -> list[str]:
+    names = set(pyproject.get("project", {}).get("optional-dependencies", {}) or {})
+    if setup_cfg.has_section("options.extras_require"):
+        names |= set(setup_cfg.options("options.extras_require"))
+    names |= set(_setup_py_keyword(setup_py, "extras_require") or {})
+    return [e for e in TEST_EXTRAS if e in names]
+
+
+def _setup_py_keyword(setup_py: str, keyword: str) -> Any:
+    """The literal value of a ``setup(keyword=...)`` argument, or None."""
+    try:
+        tree = ast.parse(setup_py)
+    except SyntaxError:
+        return None
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call):
+            for kw in node.keywords:
+                if kw.arg == keyword:
+                    try:
+                        return ast.literal_eval(kw.value)
+                    except ValueError:
+                        return None
+    return None
+
+
+def _extra_packages(pyproject: dict[str, Any], setup_py: str, tox: configparser.ConfigParser,
+                    config_text: str) -> list[str]:
+    """Test dependencies that live outside extras: tests_require, poetry and PEP 735 groups,
+    tox deps, and plugins the pytest configuration needs."""
+    found: list[str] = list(_setup_py_keyword(setup_py, "tests_require") or [])
+    poetry = pyproject.get("tool", {}).get("poetry", {})
+    for group in ("test", "tests", "dev"):
+        deps = poetry.get("group", {}).get(group, {}).get("dependencies", {})
+        found += [name for name in deps if name != "python"]
+    found += [name for name in poetry.get("dev-dependencies", {}) if name != "python"]
+    for group in ("test", "tests", "dev"):
+        found += [d for d in pyproject.get("dependency-groups", {}).get(group, [])
+                  if isinstance(d, str)]
+    if tox.has_option("testenv", "deps"):
+        for line in tox.get("testenv", "deps").splitlines():
+            line = line.split("#", 1)[0].strip()
+            if line and not re.search(r"[{}]|^-", line):
+                found.append(line)
+    found += [plugin for option, plugin in PLUGIN_OPTIONS.items() if option in config_text]
+    return list(dict.fromkeys(found))
+
+
+def _pytest_config_text(tree: TreeView, files: set[str], pyproject: dict[str, Any]) -> str:
+    text = str(pyproject.get("tool", {}).get("pytest", {}))
+    for name in ("pytest.ini", "setup.cfg", "tox.ini"):
+        if name in files:
+            cfg = _read_cfg(tree.read_text(name) or "")
+            for section in ("pytest", "tool:pytest"):
+                if cfg.has_section(section):
+                    text += str(dict(cfg.items(section)))
+    return text
+
+
+def _setup_commands(tree: TreeView, files: set[str], pyproject: dict[str, Any],
+                    setup_cfg: configparser.ConfigParser, setup_py: str,
+                    tox: configparser.ConfigParser, extras: list[str]) -> list[str]:
+    pip = "python -m pip install"
+    commands = []
+    packaged = "setup.py" in files or "build-system" in pyproject or "project" in pyproject \
+        or setup_cfg.has_section("metadata")
+    if packaged:
+        target = f".[{','.join(extras)}]" if extras else "."
+        commands.append(f"{pip} -e {shlex.quote(target)}")
+    elif "requirements.txt" in files:
+        commands.append(f"{pip} -r requirements.txt")
+    for path in sorted(files):
+        if TEST_REQUIREMENTS.match(path):
+            commands.append(f"{pip} -r {shlex.quote(path)}")
+    config_text = _pytest_config_text(tree, files, pyproject)
+    extra = _extra_packages(pyproject, setup_py, tox, config_text)
+    if extra:
+        commands.append(f"{pip} " + " ".join(shlex.quote(p) for p in extra))
+    commands.append(f"{pip} pytest")
+    return commands

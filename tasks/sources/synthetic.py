@@ -1,0 +1,208 @@
+"""Synthetic tasks: a bug planted by a small AST rewrite of one function.
+
+Each candidate is a new commit in which one mutation (see ``mutate.OPERATORS``) is applied to
+one function, editing only the mutated span so the rest of the file stays byte-identical. The
+task's patch is the fix; the tests are the repository's own. A bug is kept only if it breaks at
+least one test and some test still passes with it (a bug that fails every test usually means
+the package no longer imports). The problem statement describes the failing tests, never the
+fix; the function's original source is the reference for the similarity reward.
+"""
+
+from __future__ import annotations
+
+import ast
+import random
+import re
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from repogym.errors import RepogymError
+from repogym.tasks.schema import Environment, Task
+
+from . import mutate, pyast
+from .common import (
+    Deriver,
+    Log,
+    SourceOptions,
+    WorkRepo,
+    default_deriver,
+    is_test_path,
+    log_stderr,
+    slug,
+)
+from .llm import ISSUE_SYSTEM, LLMConfig, statement
+
+MAX_SNIPPETS = 3
+MAX_SNIPPET_LINES = 40
+FailureLog = Callable[[Task], str]
+
+
+@dataclass(frozen=True)
+class SyntheticOptions:
+    path: Path  # a git repository, bundle or plain folder
+    rev: str = "HEAD"  # the commit the bugs are planted in
+    operators: tuple[str, ...] = tuple(mutate.OPERATORS)  # which rewrites to use
+
+    def __post_init__(self) -> None:
+        unknown = [o for o in self.operators if o not in mutate.OPERATORS]
+        if unknown or not self.operators:
+            raise ValueError(f"--operators {','.join(unknown) or '(none)'}: use some of "
+                             f"{','.join(mutate.OPERATORS)}.")
+
+
+def mutations(files: dict[str, str], operators: tuple[str, ...], seed: int,
+              priority: set[str] | None = None) -> list[mutate.Mutation]:
+    """Every proposed mutation of ``files`` in the order they are tried: functions shuffled
+    with the seed (those named in ``priority`` first), then one mutation per function per
+    round, so a few big functions do not take every slot."""
+    rng = random.Random(seed)
+    per_function: list[list[mutate.Mutation]] = []
+    for path, text in sorted(files.items()):
+        try:
+            module = ast.parse(text)
+        except SyntaxError:
+            continue
+        for definition in pyast.definitions(module):
+            if isinstance(definition.node, ast.ClassDef):
+                continue
+            found = mutate.function_mutations(path, text, definition, operators)
+            if found:
+                rng.shuffle(found)
+                per_function.append(found)
+    rng.shuffle(per_function)
+    wanted = priority or set()
+    per_function.sort(key=lambda ms: ms[0].qualname.rsplit(".", 1)[-1] not in wanted)
+    rounds = max((len(ms) for ms in per_function), default=0)
+    return [ms[r] for r in range(rounds) for ms in per_function if r < len(ms)]
+
+
+def _test_source(files: dict[str, str], test_id: str) -> str | None:
+    """The source of a test named like ``path::Class::test[param]``, if it can be found."""
+    path, _, rest = test_id.partition("::")
+    text = files.get(path)
+    if text is None or not rest:
+        return None
+    qualname = re.sub(r"\[.*\]$", "", rest).replace("::", ".")
+    try:
+        node = pyast.find(ast.parse(text), qualname)
+    except (SyntaxError, KeyError):
+        return None
+    lines = pyast.source_of(pyast.Source(text), node).splitlines()
+    if len(lines) > MAX_SNIPPET_LINES:
+        lines = lines[:MAX_SNIPPET_LINES] + ["    ..."]
+    return "\n".join(lines)
+
+
+def failure_summary(log: str, failing: tuple[str, ...]) -> str:
+    """pytest's short summary lines (``FAILED id - message``) of the tests in ``failing``."""
+    wanted = set(failing)
+    lines = [line[:300] for line in log.splitlines()
+             if (m := re.match(r"(FAILED|ERROR) (\S+)", line)) and m.group(2) in wanted]
+    return "\n".join(lines)
+
+
+def grader_failure_log(task: Task) -> str:
+    """What the failing tests report on the buggy base: one run in the task's image, with
+    the grader the environment uses (no canaries, so only the repository's tests show)."""
+    from repogym.envs.grading.grader import Grader, GraderConfig
+    from repogym.tasks.images import ensure_image
+
+    image = ensure_image(task, progress=lambda _m: None)
+    report = Grader(GraderConfig(cleanup_async=False, canaries=False)).grade(task, "", image.tag)
+    return failure_summary(report.log_tail, task.FAIL_TO_PASS)
+
+
+def failure_statement(failing: tuple[str, ...], files: dict[str, str], log: str = "") -> str:
+    """An issue built from what fails: the test names, their code, and test output if any."""
+    parts = ["Something in the library is broken: these tests fail, and they passed before.\n",
+             "\n".join(f"- `{name}`" for name in failing[:20])]
+    if len(failing) > 20:
+        parts.append(f"- ... and {len(failing) - 20} more")
+    snippets = [(name, code) for name in failing[:MAX_SNIPPETS]
+                if (code := _test_source(files, name))]
+    for name, code in snippets:
+        parts.append(f"\n`{name}`:\n\n```python\n{code}\n```")
+    if log:
+        parts.append(f"\nWhat they report:\n\n```\n{log[-3000:]}\n```")
+    parts.append("\nFind the cause in the library code and fix it. The tests are right; do not "
+                 "change them.")
+    return "\n".join(parts)
+
+
+def _reference(file: str, qualname: str, occurrence: int, source: str) -> dict[str, Any]:
+    ref: dict[str, Any] = {"file": file, "qualname": qualname, "granularity": "function",
+                           "source": source}
+    if occurrence:
+        ref["occurrence"] = occurrence
+    return ref
+
+
+class SyntheticSource:
+    """Planted-bug candidates from a working repository (see the module docstring)."""
+
+    name = "synthetic"
+
+    def __init__(self, work: WorkRepo, options: SyntheticOptions, common: SourceOptions,
+                 environment: Environment, llm: LLMConfig | None = None,
+                 derive: Deriver | None = None, log: Log = log_stderr,
+                 failure_log: FailureLog | None = None) -> None:
+        self.work, self.options, self.common = work, options, common
+        self.environment, self.llm, self.log = environment, llm, log
+        self.derive = derive or default_deriver(common.runs)
+        self.failure_log = failure_log or grader_failure_log
+        self.files = {p: t for p in work.files() if p.endswith(".py")
+                      and (t := work.read_text(p)) is not None}
+        self.library = {p: self.files[p] for p in pyast.library_files(self.files)}
+
+    def mutations(self) -> list[mutate.Mutation]:
+        tests = "\n".join(t for p, t in self.files.items() if is_test_path(p))
+        return mutations(self.library, self.options.operators, self.common.seed,
+                         set(re.findall(r"\w+", tests)))
+
+    def candidates(self) -> Iterator[Task]:
+        for mutation in self.mutations():
+            task = self.materialize(mutation)
+            if task is not None:
+                yield task
+
+    def materialize(self, mutation: mutate.Mutation) -> Task | None:
+        """The candidate task of one mutation, or None if the mutation does not verify."""
+        text = self.library[mutation.file]
+        buggy = mutate.verify(text, mutation)
+        if buggy is None:
+            return None
+        base = self.work.commit_files({mutation.file: buggy}, f"Change {mutation.qualname}",
+                                      f"synthetic/{mutation.key}")
+        src = pyast.Source(text)
+        node = pyast.find(ast.parse(text), mutation.qualname, mutation.occurrence)
+        original = pyast.source_of(src, node)
+        return Task(
+            instance_id=f"{slug(self.work.name)}-synthetic-{mutation.operator}-{mutation.key}",
+            repo=self.work.name, base_commit=base,
+            problem_statement=f"A bug in {mutation.file} (written once the tests have run).",
+            patch=self.work.diff(base, self.work.head), source=str(self.work.path),
+            environment=self.environment, kind="synthetic", split=self.common.split,
+            reference=_reference(mutation.file, mutation.qualname, mutation.occurrence,
+                                 original),
+            extra={"original_commit": self.work.head, "operator": mutation.operator,
+                   "line": mutation.line},
+        )
+
+    def check(self, task: Task) -> tuple[Task | None, str]:
+        done, reason = self.derive(task)
+        if done is None:
+            return None, reason
+        if not done.PASS_TO_PASS:
+            return None, "breaks every test: no test passes with the bug (does it still import?)"
+        try:
+            output = self.failure_log(done)
+        except RepogymError as err:
+            self.log(f"warning: no test output for the statement of {task.instance_id}: {err}")
+            output = ""
+        fallback = failure_statement(done.FAIL_TO_PASS, self.files, output)
+        prompt = ("Write a bug report from these failing tests. Describe the wrong behaviour "
+                  "a user would see; do not guess where the defect is.\n\n" + fallback)
+        text = statement(self.llm, ISSUE_SYSTEM, prompt, fallback, self.log)
+        return done.with_(problem_statement=text), reason

@@ -1,0 +1,179 @@
+"""Shared source pieces: test-file rules, the working repository, the candidate loop."""
+
+from __future__ import annotations
+
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from repogym.errors import TaskError
+from repogym.tasks.schema import Task
+from repogym.tasks.sources.common import (
+    Candidate,
+    Rejected,
+    SourceOptions,
+    WorkRepo,
+    collect,
+    interleave,
+    is_test_path,
+    repo_name,
+    short_reason,
+    split_paths,
+)
+
+
+@pytest.mark.parametrize("path", [
+    "tests/test_x.py", "test/data/input.json", "pkg/tests/helpers.py", "test_top.py",
+    "pkg/io_test.py", "conftest.py", "src/pkg/conftest.py", "pytest.ini", "testing/util.py",
+    "e2e/flow.py",
+])
+def test_test_paths(path: str) -> None:
+    assert is_test_path(path)
+
+
+@pytest.mark.parametrize("path", [
+    "pkg/core.py", "src/pkg/testament.py", "pkg/contest.py", "README.md", "setup.py",
+    "docs/testing.rst", "pkg/latest.py", "tox.ini",
+])
+def test_non_test_paths(path: str) -> None:
+    assert not is_test_path(path)
+
+
+def test_split_paths_sorts_and_dedups() -> None:
+    code, tests = split_paths(["b.py", "tests/t.py", "a.py", "a.py", "conftest.py"])
+    assert code == ["a.py", "b.py"]
+    assert tests == ["conftest.py", "tests/t.py"]
+
+
+def test_options_say_what_to_fix() -> None:
+    with pytest.raises(ValueError, match="--max"):
+        SourceOptions(max_candidates=0)
+    with pytest.raises(ValueError, match="--split"):
+        SourceOptions(split="dev")
+    with pytest.raises(ValueError, match="--runs"):
+        SourceOptions(runs=0)
+
+
+def test_short_reason_groups_similar_reasons() -> None:
+    assert short_reason("gold patch touches test paths: ['a']") == "gold patch touches test paths"
+    assert short_reason("patch too large: 3000 lines") == short_reason("patch too large: 12 lines")
+
+
+def _folder(root: Path) -> Path:
+    (root / "pkg").mkdir(parents=True)
+    (root / "pkg" / "a.py").write_text("X = 1\n")
+    script = root / "run.sh"
+    script.write_text("#!/bin/sh\necho hi\n")
+    script.chmod(0o755)
+    return root
+
+
+def test_work_repo_from_a_plain_folder(tmp_path: Path) -> None:
+    source = _folder(tmp_path / "src")
+    (source / ".gitignore").write_text(".venv/\n")
+    (source / ".venv").mkdir()
+    (source / ".venv" / "big.py").write_text("")
+    work = WorkRepo.create(source, tmp_path / "work")
+    assert work.files() == [".gitignore", "pkg/a.py", "run.sh"]
+    assert work.read_text("pkg/a.py") == "X = 1\n"
+    assert work.name == "src"
+
+
+def test_candidate_commits_are_deterministic_and_keep_modes(tmp_path: Path) -> None:
+    source = _folder(tmp_path / "src")
+    ids = []
+    for n in range(2):
+        work = WorkRepo.create(source, tmp_path / f"work{n}")
+        commit = work.commit_files({"pkg/a.py": "X = 2\n", "run.sh": "#!/bin/sh\n"}, "m", "c/1")
+        ids.append(commit)
+        shown = subprocess.run(["git", "show", f"{commit}:pkg/a.py"], cwd=work.path,
+                               capture_output=True, text=True, check=True).stdout
+        assert shown == "X = 2\n"
+        assert (work.path / "pkg" / "a.py").read_text() == "X = 1\n"  # checkout untouched
+        mode = subprocess.run(["git", "ls-tree", commit, "run.sh"], cwd=work.path,
+                              capture_output=True, text=True, check=True).stdout.split()[0]
+        assert mode == "100755"
+        assert "-X = 2" in work.diff(commit, work.head)
+    assert ids[0] == ids[1]
+
+
+def test_keep_only_drops_the_other_candidates(tmp_path: Path) -> None:
+    work = WorkRepo.create(_folder(tmp_path / "src"), tmp_path / "work")
+    keep = work.commit_files({"pkg/a.py": "X = 2\n"}, "keep", "c/keep")
+    drop = work.commit_files({"pkg/a.py": "X = 3\n"}, "drop", "c/drop")
+    work.keep_only([keep])
+    clone = tmp_path / "clone"
+    subprocess.run(["git", "clone", "-q", str(work.path), str(clone)], check=True)
+    def has(commit: str) -> bool:
+        return subprocess.run(["git", "cat-file", "-e", commit], cwd=clone).returncode == 0
+    assert has(keep) and not has(drop)
+
+
+def test_work_repo_refuses_a_missing_source(tmp_path: Path) -> None:
+    with pytest.raises(TaskError, match="does not exist"):
+        WorkRepo.create(tmp_path / "nope", tmp_path / "work")
+
+
+def test_repo_name_reads_the_origin_remote(tmp_path: Path) -> None:
+    repo = tmp_path / "checkout"
+    subprocess.run(["git", "init", "-q", str(repo)], check=True)
+    assert repo_name(repo) == "checkout"
+    subprocess.run(["git", "remote", "add", "origin", "git@github.com:octo/widget.git"],
+                   cwd=repo, check=True)
+    assert repo_name(repo) == "octo/widget"
+
+
+class ListSource:
+    """A source over a fixed list; ``check`` keeps tasks whose id ends in "ok"."""
+
+    name = "list"
+
+    def __init__(self, items: list[Candidate], reason: str = "no test fails: x") -> None:
+        self.items, self.reason, self.checked = items, reason, 0
+
+    def candidates(self) -> Iterator[Candidate]:
+        yield from self.items
+
+    def check(self, task: Task) -> tuple[Task | None, str]:
+        self.checked += 1
+        if task.instance_id.endswith("boom"):
+            raise TaskError("bad commit: gone")
+        if task.instance_id.endswith("ok"):
+            return task.with_(FAIL_TO_PASS=("t::a",)), "ok"
+        return None, self.reason
+
+
+def _task(iid: str) -> Task:
+    return Task(instance_id=iid, repo="r", base_commit="0" * 40, problem_statement="p")
+
+
+def test_collect_counts_kept_rejected_and_reasons() -> None:
+    items: list[Candidate] = [_task("1-ok"), _task("2"), Rejected("3", "swe", "no mirror: x"),
+                              _task("4-boom"), _task("5-ok"), _task("6")]
+    lines: list[str] = []
+    result = collect(ListSource(items), max_candidates=None, log=lines.append)
+    assert result.tried == 6 and len(result.kept) == 2
+    assert result.reasons == {"no test fails": 2, "no mirror": 1, "bad commit": 1}
+    assert "tried 6, kept 2, rejected 4" in result.summary()
+    assert len(lines) == 6 and "[1/?] list 1-ok: kept (1 F2P, 0 P2P)" == lines[0]
+    report = result.to_dict()
+    assert report["candidates"][1] == {"instance_id": "2", "kind": "swe", "kept": False,
+                                       "reason": "no test fails: x"}
+
+
+def test_collect_stops_at_max_and_after_repeated_infrastructure_failures() -> None:
+    source = ListSource([_task(str(n)) for n in range(10)])
+    assert collect(source, max_candidates=4, log=lambda _m: None).tried == 4
+    broken = ListSource([_task(str(n)) for n in range(10)], reason="infrastructure: no docker")
+    result = collect(broken, log=lambda _m: None)
+    assert result.tried == 3 and broken.checked == 3
+    assert result.stopped is not None and "infrastructure" in result.stopped
+
+
+def test_interleave_is_round_robin() -> None:
+    a: list[Candidate] = [_task("a1"), _task("a2"), _task("a3")]
+    b: list[Candidate] = [_task("b1")]
+    got = [t.instance_id for t in interleave([iter(a), iter(b)])]
+    assert got == ["a1", "b1", "a2", "a3"]

@@ -1,0 +1,121 @@
+"""Detecting how to install a repository and run its tests from its own files."""
+
+from __future__ import annotations
+
+import subprocess
+import textwrap
+from pathlib import Path
+
+from repogym.tasks.sources.detect import (
+    DirTree,
+    EnvOverrides,
+    GitTree,
+    detect_environment,
+    has_tests,
+)
+
+
+def tree(root: Path, files: dict[str, str]) -> DirTree:
+    for name, text in files.items():
+        path = root / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(textwrap.dedent(text))
+    return DirTree(root)
+
+
+def test_pyproject_with_test_extra_and_plugins(tmp_path: Path) -> None:
+    env = detect_environment(tree(tmp_path, {
+        "pyproject.toml": """\
+            [project]
+            name = "pkg"
+            requires-python = ">=3.8"
+            [project.optional-dependencies]
+            test = ["pytest", "hypothesis"]
+            docs = ["sphinx"]
+            [tool.pytest.ini_options]
+            addopts = "--cov=pkg"
+            asyncio_mode = "auto"
+            """,
+        "tests/test_pkg.py": "def test_x(): pass\n",
+    }))
+    assert env.python == "3.11"
+    assert env.test_cmd == "python -m pytest -rA" and env.log_parser == "pytest"
+    assert env.setup == ("python -m pip install -e '.[test]'",
+                         "python -m pip install pytest-cov pytest-asyncio",
+                         "python -m pip install pytest")
+
+
+def test_setup_cfg_and_setup_py_extras_and_requirement_files(tmp_path: Path) -> None:
+    env = detect_environment(tree(tmp_path, {
+        "setup.cfg": """\
+            [metadata]
+            name = pkg
+            [options]
+            python_requires = >=3.6, <3.10
+            [options.extras_require]
+            testing = pytest
+            [tool:pytest]
+            addopts = -n 2
+            """,
+        "setup.py": "from setuptools import setup\nsetup(tests_require=['mock'], "
+                    "extras_require={'dev': ['black']})\n",
+        "requirements-test.txt": "pytest\n",
+        "requirements/dev.txt": "flake8\n",
+        "tox.ini": "[testenv]\ndeps =\n    pytest-mock\n    -rrequirements.txt\n"
+                   "    {env:EXTRA:}\ncommands = pytest\n",
+    }))
+    assert env.python == "3.9"  # the newest base image the package accepts
+    assert env.setup == (
+        "python -m pip install -e '.[testing,dev]'",
+        "python -m pip install -r requirements-test.txt",
+        "python -m pip install -r requirements/dev.txt",
+        "python -m pip install mock pytest-mock pytest-xdist",
+        "python -m pip install pytest",
+    )
+
+
+def test_unpackaged_repository_uses_requirements(tmp_path: Path) -> None:
+    env = detect_environment(tree(tmp_path, {
+        "requirements.txt": "numpy\n",
+        "app.py": "import numpy\n",
+        "test_app.py": "def test_app(): pass\n",
+    }))
+    assert env.setup == ("python -m pip install -r requirements.txt",
+                         "python -m pip install pytest")
+
+
+def test_newest_python_only_when_required(tmp_path: Path) -> None:
+    env = detect_environment(tree(tmp_path, {
+        "pyproject.toml": '[project]\nname = "x"\nrequires-python = ">=3.12"\n',
+    }))
+    assert env.python == "3.13"
+
+
+def test_overrides_replace_what_was_detected(tmp_path: Path) -> None:
+    overrides = EnvOverrides(python="3.13", setup=("make install",), test_cmd="pytest -x -rA")
+    env = detect_environment(tree(tmp_path, {"setup.py": "setup()\n"}), overrides)
+    assert (env.python, env.setup, env.test_cmd) == ("3.13", ("make install",), "pytest -x -rA")
+    assert env.log_parser == "pytest"
+
+
+def test_has_tests(tmp_path: Path) -> None:
+    assert not has_tests(tree(tmp_path / "a", {"pkg/core.py": "", "conftest.py": ""}))
+    assert has_tests(tree(tmp_path / "b", {"pkg/core.py": "", "pkg/tests/test_core.py": ""}))
+
+
+def test_detection_reads_a_commit_without_checking_it_out(tmp_path: Path) -> None:
+    repo = tmp_path / "repo"
+    tree(repo, {"setup.py": "setup()\n", "tests/test_a.py": ""})
+    git = ["git", "-c", "user.name=a", "-c", "user.email=a@b"]
+    subprocess.run(["git", "init", "-q", str(repo)], check=True)
+    subprocess.run(git + ["add", "-A"], cwd=repo, check=True)
+    subprocess.run(git + ["commit", "-qm", "one"], cwd=repo, check=True)
+    first = subprocess.run(["git", "rev-parse", "HEAD"], cwd=repo, capture_output=True,
+                           text=True, check=True).stdout.strip()
+    (repo / "requirements-dev.txt").write_text("tox\n")
+    subprocess.run(git + ["add", "-A"], cwd=repo, check=True)
+    subprocess.run(git + ["commit", "-qm", "two"], cwd=repo, check=True)
+    old = detect_environment(GitTree(repo, first))
+    new = detect_environment(GitTree(repo, "HEAD"))
+    assert "python -m pip install -r requirements-dev.txt" not in old.setup
+    assert "python -m pip install -r requirements-dev.txt" in new.setup

@@ -1,0 +1,174 @@
+"""Mining a repository's history: which commits qualify, how they split, where statements
+come from. The repository is built here, commit by commit."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from repogym.errors import TaskError
+from repogym.tasks.repo import snapshot_commit
+from repogym.tasks.schema import Task
+from repogym.tasks.sources.common import SourceOptions
+from repogym.tasks.sources.git import (
+    GitOptions,
+    GitSource,
+    eligible_commits,
+    issue_for,
+    load_issues,
+    split_commit,
+)
+
+IDENTITY = {"GIT_AUTHOR_NAME": "dev", "GIT_AUTHOR_EMAIL": "dev@example.com",
+            "GIT_COMMITTER_NAME": "dev", "GIT_COMMITTER_EMAIL": "dev@example.com"}
+
+
+def commit(repo: Path, message: str, files: dict[str, str | None]) -> str:
+    """Writes (or, for None, deletes) files and commits them; returns the commit id."""
+    for name, text in files.items():
+        path = repo / name
+        if text is None:
+            path.unlink()
+            continue
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+    env = {**os.environ, **IDENTITY}
+    subprocess.run(["git", "add", "-A"], cwd=repo, check=True, env=env)
+    subprocess.run(["git", "commit", "-q", "-m", message], cwd=repo, check=True, env=env)
+    return subprocess.run(["git", "rev-parse", "HEAD"], cwd=repo, check=True, env=env,
+                          capture_output=True, text=True).stdout.strip()
+
+
+def build_history(repo: Path) -> dict[str, str]:
+    """A small project whose history has one commit of every kind."""
+    subprocess.run(["git", "init", "-q", "--initial-branch=main", str(repo)], check=True)
+    shas = {"root": commit(repo, "start", {
+        "calc/__init__.py": "def add(a, b):\n    return a - b\n",
+        "tests/test_calc.py": "from calc import add\n\n\ndef test_zero():\n"
+                              "    assert add(0, 0) == 0\n",
+    })}
+    shas["docs"] = commit(repo, "docs only", {"README.md": "# calc\n"})
+    shas["fix"] = commit(repo, "Fix add for non-zero numbers\n\nFixes #12.", {
+        "calc/__init__.py": "def add(a, b):\n    return a + b\n",
+        "tests/test_calc.py": "from calc import add\n\n\ndef test_zero():\n"
+                              "    assert add(0, 0) == 0\n\n\ndef test_add():\n"
+                              "    assert add(2, 3) == 5\n",
+        "tests/data/case.json": "[2, 3, 5]\n",
+        "CHANGES.md": "- fixed add\n",
+    })
+    shas["tests_only"] = commit(repo, "more tests", {
+        "tests/test_more.py": "from calc import add\n\n\ndef test_neg():\n"
+                              "    assert add(-1, -1) == -2\n",
+    })
+    shas["feature"] = commit(repo, "Add mul", {
+        "calc/__init__.py": "def add(a, b):\n    return a + b\n\n\ndef mul(a, b):\n"
+                            "    return a * b\n",
+        "tests/test_mul.py": "from calc import mul\n\n\ndef test_mul():\n"
+                             "    assert mul(2, 3) == 6\n",
+        "tests/test_more.py": None,
+    })
+    return shas
+
+
+@pytest.fixture(scope="module")
+def history(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, str]]:
+    repo = tmp_path_factory.mktemp("hist") / "calc"
+    return repo, build_history(repo)
+
+
+def test_only_commits_with_code_and_tests_qualify(history: tuple[Path, dict[str, str]]) -> None:
+    repo, shas = history
+    found = eligible_commits(repo)
+    assert [c.sha for c in found] == [shas["feature"], shas["fix"]]  # newest first
+    fix = found[1]
+    assert fix.parent == shas["docs"]
+    assert set(fix.files) == {"calc/__init__.py", "tests/test_calc.py", "tests/data/case.json",
+                              "CHANGES.md"}
+    assert eligible_commits(repo, max_files=3) == [found[0]]
+
+
+def test_a_commit_splits_into_patch_and_test_patch(history: tuple[Path, dict[str, str]]) -> None:
+    repo, shas = history
+    fix = next(c for c in eligible_commits(repo) if c.sha == shas["fix"])
+    patch, test_patch = split_commit(repo, fix)
+    assert "diff --git a/calc/__init__.py" in patch and "diff --git a/CHANGES.md" in patch
+    assert "tests/" not in patch
+    assert "diff --git a/tests/test_calc.py" in test_patch
+    assert "diff --git a/tests/data/case.json" in test_patch
+    assert "calc/__init__.py" not in test_patch
+    feature = next(c for c in eligible_commits(repo) if c.sha == shas["feature"])
+    assert "deleted file mode" in split_commit(repo, feature)[1]
+
+
+def test_candidates_from_history(history: tuple[Path, dict[str, str]]) -> None:
+    repo, shas = history
+    source = GitSource(GitOptions(repo), SourceOptions(seed=1), log=lambda _m: None)
+    tasks = list(source.candidates())
+    again = list(GitSource(GitOptions(repo), SourceOptions(seed=1)).candidates())
+    assert [t.to_dict() for t in tasks] == [t.to_dict() for t in again]
+    task = next(t for t in tasks if t.extra["commit"] == shas["fix"])
+    assert task.instance_id == f"calc-{shas['fix'][:12]}"
+    assert task.base_commit == shas["docs"] and task.source == str(repo.resolve())
+    assert task.problem_statement == "Fix add for non-zero numbers\n\nFixes #12."
+    assert task.kind == "swe" and task.split == "eval"
+    assert task.environment.test_cmd == "python -m pytest -rA"
+    assert task.created_at and task.created_at[:4].isdigit()
+
+
+def test_the_base_snapshot_does_not_hold_the_fix(history: tuple[Path, dict[str, str]],
+                                                 tmp_path: Path) -> None:
+    repo, shas = history
+    source = GitSource(GitOptions(repo), SourceOptions(), log=lambda _m: None)
+    task = next(t for t in source.candidates() if t.extra["commit"] == shas["fix"])
+    from repogym.tasks.repo import export_tree, snapshot
+
+    tree = tmp_path / "base"
+    export_tree(task.source or "", task.base_commit, tree)
+    snapshot(tree)
+    assert "a - b" in (tree / "calc" / "__init__.py").read_text()
+    log = subprocess.run(["git", "log", "--all", "--format=%H"], cwd=tree, capture_output=True,
+                         text=True, check=True).stdout.split()
+    assert log == [snapshot_commit(repo, task.base_commit)]
+    assert shas["fix"] not in log
+
+
+def test_issue_texts_replace_commit_messages(history: tuple[Path, dict[str, str]],
+                                             tmp_path: Path) -> None:
+    repo, shas = history
+    issues = tmp_path / "issues"
+    issues.mkdir()
+    (issues / "12.md").write_text("add(2, 3) returns -1\n")
+    source = GitSource(GitOptions(repo, issues=issues), SourceOptions(), log=lambda _m: None)
+    task = next(t for t in source.candidates() if t.extra["commit"] == shas["fix"])
+    assert task.problem_statement == "add(2, 3) returns -1\n"
+    assert task.extra["statement_from"] == "issue"
+    mapping = tmp_path / "issues.json"
+    mapping.write_text(json.dumps({shas["feature"][:10]: "we need mul"}))
+    loaded = load_issues(mapping)
+    assert issue_for(loaded, shas["feature"], "Add mul") == "we need mul"
+    assert issue_for(loaded, shas["fix"], "no reference") is None
+
+
+def test_oversized_and_empty_candidates_are_rejected_before_running(
+        history: tuple[Path, dict[str, str]]) -> None:
+    repo, _ = history
+
+    def never(task: Task) -> tuple[Task | None, str]:
+        raise AssertionError("a rejected candidate must not run")
+
+    source = GitSource(GitOptions(repo, max_lines=5), SourceOptions(), derive=never,
+                       log=lambda _m: None)
+    task = next(iter(source.candidates()))
+    done, reason = source.check(task)
+    assert done is None and reason.startswith("patch too large")
+    done, reason = source.check(task.with_(patch="", test_patch="x\n"))
+    assert done is None and reason.startswith("empty patch")
+
+
+def test_a_folder_without_history_is_refused(tmp_path: Path) -> None:
+    with pytest.raises(TaskError, match="not a git repository"):
+        GitSource(GitOptions(tmp_path), SourceOptions())
