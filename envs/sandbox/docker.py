@@ -5,14 +5,12 @@ from __future__ import annotations
 import base64
 import io
 import os
-import select
 import shlex
-import socket
-import struct
 import tarfile
 import threading
 import time
 import uuid
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -20,15 +18,21 @@ import docker.errors
 
 from repogym.envs.sandbox import owners
 from repogym.envs.sandbox.base import LABEL_ROLE, LABEL_RUN, ExecResult, SandboxConfig
-from repogym.envs.sandbox.client import docker_client
+from repogym.envs.sandbox.client import docker_client, engine_errors
+from repogym.envs.sandbox.pristine import NO_PRISTINE, fill_script, sources
 from repogym.envs.sandbox.shell import OutputCapture, Shell, ShellDied
+from repogym.envs.sandbox.transport import SocketTransport, exec_with_input, exit_code
 from repogym.envs.sandbox.util import git_diff_command, restart_note
-from repogym.errors import SandboxError
+from repogym.errors import RepogymError, SandboxError
 
 # Internal commands run with a clean PATH so an agent's exported PATH cannot redirect them.
 SAFE_PATH = "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 FILE_LIMIT = 64 * 1024 * 1024
 USER_LABEL = "org.repogym.user"
+# What root needs to fill the tmpfs mounts with the pristine copy, owners and modes kept. Only
+# the harness's own root execs hold them: the agent's user has no capabilities at all, and
+# no-new-privileges keeps it from gaining any.
+FILL_CAPS = ("CHOWN", "DAC_OVERRIDE", "FOWNER")
 
 _reaped = False
 _reap_lock = threading.Lock()
@@ -36,84 +40,12 @@ _reap_lock = threading.Lock()
 _start_slots = threading.BoundedSemaphore(int(os.environ.get("REPOGYM_MAX_STARTS", "4")))
 
 
-class SocketTransport:
-    """The shell protocol over a ``docker exec`` socket (stdout frames demultiplexed)."""
-
-    def __init__(self, raw: Any, container: Any, user: str | None):
-        self._sock: socket.socket = getattr(raw, "_sock", raw)
-        self._sock.setblocking(True)
-        self._buf = b""
-        self._frame_left = 0
-        self._container = container
-        self._user = user
-
-    def send(self, data: bytes) -> None:
-        try:
-            self._sock.sendall(data)
-        except OSError:
-            pass  # the reader sees the end of the stream
-
-    def recv(self, timeout: float) -> bytes | None:
-        out = bytearray()
-        deadline = time.monotonic() + timeout
-        while True:
-            payload = self._take()
-            if payload:
-                out += payload
-                if not self._pending():
-                    return bytes(out)
-                continue
-            if out:
-                return bytes(out)
-            left = deadline - time.monotonic()
-            ready, _, _ = select.select([self._sock], [], [], max(0.0, left))
-            if not ready:
-                return None
-            try:
-                chunk = self._sock.recv(262144)
-            except OSError:
-                chunk = b""
-            if not chunk:
-                return b""
-            self._buf += chunk
-
-    def _pending(self) -> bool:
-        return bool(self._buf)
-
-    def _take(self) -> bytes:
-        """Payload bytes available in the buffer, skipping the 8-byte frame headers."""
-        out = bytearray()
-        while self._buf:
-            if self._frame_left == 0:
-                if len(self._buf) < 8:
-                    break
-                self._frame_left = struct.unpack(">I", self._buf[4:8])[0]
-                self._buf = self._buf[8:]
-                continue
-            n = min(self._frame_left, len(self._buf))
-            out += self._buf[:n]
-            self._buf = self._buf[n:]
-            self._frame_left -= n
-        return bytes(out)
-
-    def interrupt(self, shell_pid: int) -> None:
-        try:
-            self._container.exec_run(["kill", "-USR1", str(shell_pid)], user=self._user or "")
-        except docker.errors.DockerException:
-            pass
-
-    def close(self) -> None:
-        try:
-            self._sock.close()
-        except OSError:
-            pass
-
-
 class DockerSandbox:
     """A container started from ``config.image`` with limits, labels and a persistent shell.
 
     Network off unless asked for, all capabilities dropped, no new privileges, memory / CPU /
-    process limits, a size-limited /tmp, and the image's unprivileged user when it has one.
+    process limits, a read-only root with size-limited tmpfs for the writable paths, and the
+    image's unprivileged user when it has one.
     """
 
     def __init__(self, config: SandboxConfig, client: Any = None):
@@ -121,12 +53,12 @@ class DockerSandbox:
         self.client = client or docker_client()
         self.workdir = config.workdir
         self.name = f"repogym-{config.run_id}-{uuid.uuid4().hex[:8]}"
+        self.read_only = config.read_only
         self._closed = False
         self._shell: Shell | None = None
         self.baseline_changes: set[str] | None = None
         reap_dead_owners(self.client)
-        self.container = self._start_container()
-        owners.track(self.name, self.close)
+        self._start_container()
         if config.shell:
             try:
                 self._shell = self._start_shell(self.workdir)
@@ -139,51 +71,96 @@ class DockerSandbox:
     # The container's own process (sleep, under docker-init) keeps the image's user, root in
     # our images, while every agent process runs as the unprivileged user: `kill -9 -1` from
     # the agent then cannot stop the container.
-    def _start_container(self) -> Any:
+    def _start_container(self) -> None:
         cfg = self.config
-        try:
-            image = self.client.images.get(cfg.image)
-        except docker.errors.ImageNotFound as exc:
-            raise SandboxError(
-                f"image {cfg.image} is not built: run `repogym images build --suite SUITE`."
-            ) from exc
+        with engine_errors(f"look up image {cfg.image}"):
+            try:
+                image = self.client.images.get(cfg.image)
+            except docker.errors.ImageNotFound as exc:
+                raise SandboxError(
+                    f"image {cfg.image} is not built: run `repogym images build --suite SUITE`."
+                ) from exc
         image_user = (image.labels or {}).get(USER_LABEL)
         self.user = cfg.user if cfg.user and cfg.user == image_user else None
         labels = {**owners.owner_labels(), LABEL_RUN: cfg.run_id, LABEL_ROLE: cfg.role}
         labels.update(dict(cfg.labels))
+        with _start_slots, engine_errors(f"start a container from {cfg.image}"):
+            self.container = self._run_container(labels)
+        owners.track(self.name, self._remove)
         try:
-            with _start_slots:
-                return self._run_container(labels)
-        except docker.errors.APIError as exc:
-            raise SandboxError(f"could not start a container from {cfg.image}: {exc}") from exc
+            if self.read_only and not self._fill(clear=False):
+                self._restart_writable(labels)
+        except BaseException:
+            self._remove()
+            owners.untrack(self.name)
+            raise
+
+    def _restart_writable(self, labels: dict[str, str]) -> None:
+        image = self.config.image
+        warnings.warn(f"{image} has no pristine copy to fill a read-only container from; its "
+                      "root stays writable (rebuild it: `repogym images build`).", stacklevel=4)
+        self._remove()
+        self.read_only = False
+        with _start_slots, engine_errors(f"start a container from {image}"):
+            self.container = self._run_container(labels)
 
     def _run_container(self, labels: dict[str, str]) -> Any:
         cfg = self.config
+        caps = set(cfg.cap_add) | (set(FILL_CAPS) if self.read_only else set())
         return self.client.containers.run(
-                cfg.image,
-                command=["sleep", "infinity"],
-                name=self.name,
-                detach=True,
-                init=True,
-                labels=labels,
-                working_dir=cfg.workdir,
-                network_mode="bridge" if cfg.network else "none",
-                cap_drop=["ALL"],
-                cap_add=list(cfg.cap_add) or None,
-                security_opt=["no-new-privileges"],
-                mem_limit=cfg.memory,
-                memswap_limit=cfg.memory,
-                nano_cpus=int(cfg.cpus * 1e9),
-                pids_limit=cfg.pids_limit,
-                tmpfs={"/tmp": f"size={cfg.tmpfs_size},mode=1777"},
-                environment=dict(cfg.env),
-                stop_signal="SIGKILL",
-            )
+            cfg.image,
+            command=["sleep", "infinity"],
+            name=self.name,
+            detach=True,
+            init=True,
+            labels=labels,
+            working_dir=cfg.workdir,
+            network_mode="bridge" if cfg.network else "none",
+            cap_drop=["ALL"],
+            cap_add=sorted(caps) or None,
+            security_opt=["no-new-privileges"],
+            mem_limit=cfg.memory,
+            memswap_limit=cfg.memory,
+            nano_cpus=int(cfg.cpus * 1e9),
+            pids_limit=cfg.pids_limit,
+            read_only=self.read_only,
+            tmpfs=self._mounts(),
+            environment=dict(cfg.env),
+            stop_signal="SIGKILL",
+        )
+
+    def _mounts(self) -> dict[str, str]:
+        mounts = {"/tmp": f"size={self.config.tmpfs_size},mode=1777"}
+        if self.read_only:
+            for path, size in self.config.writable:
+                shared = path.rstrip("/").endswith("tmp")
+                mounts[path] = f"size={size},mode=1777" if shared else f"size={size},mode=755,exec"
+        return mounts
+
+    def fill_targets(self) -> dict[str, str]:
+        """The writable paths filled from the image's pristine copy."""
+        found = sources(self.workdir, self.user)
+        if not self.read_only:
+            return found
+        writable = {path for path, _ in self.config.writable}
+        return {path: src for path, src in found.items() if path in writable}
+
+    def _fill(self, clear: bool) -> bool:
+        """Fills the tmpfs mounts; False when the image has no pristine copy."""
+        result = self.exec(["bash", "-c", fill_script(self.fill_targets(), clear)], user="root",
+                           timeout=300)
+        if NO_PRISTINE in result.output:
+            return False
+        if result.exit_code != 0:
+            raise SandboxError(f"could not fill {self.name} from its image's pristine copy: "
+                               f"{result.output.strip()[-300:]}")
+        return True
 
     def _start_shell(self, cwd: str) -> Shell:
         api = self.client.api
-        env = {"HOME": "/tmp" if self.user is None else f"/home/{self.user}", **dict(self.config.env)}
-        try:
+        home = "/tmp" if self.user is None else f"/home/{self.user}"
+        env = {"HOME": home, **dict(self.config.env)}
+        with engine_errors(f"start a shell in {self.name}"):
             exec_id = api.exec_create(
                 self.container.id,
                 ["bash", "--noprofile", "--norc", "-s"],
@@ -196,9 +173,8 @@ class DockerSandbox:
                 environment=env,
             )["Id"]
             raw = api.exec_start(exec_id, socket=True)
-        except docker.errors.APIError as exc:
-            raise SandboxError(f"could not start a shell in {self.name}: {exc}") from exc
-        return Shell(SocketTransport(raw, self.container, self.user), self.config.output_limit)
+        return Shell(SocketTransport(raw, self.container, self.user), self.config.output_limit,
+                     reap_strays=True)
 
     def restart_shell(self) -> None:
         """A fresh shell in the repository root (after an in-place reset)."""
@@ -206,30 +182,47 @@ class DockerSandbox:
             self._shell.close()
         self._shell = self._start_shell(self.workdir) if self.config.shell else None
 
+    def state(self) -> str:
+        """The container's status (``running``, ``exited``, ...) or ``removed``.
+
+        Raises :class:`~repogym.errors.DockerUnavailable` when the engine does not answer.
+        """
+        with engine_errors(f"inspect {self.name}"):
+            try:
+                self.container.reload()
+            except docker.errors.NotFound:
+                return "removed"
+        return str(self.container.status)
+
     def alive(self) -> bool:
         if self._closed:
             return False
         try:
-            self.container.reload()
-        except docker.errors.DockerException:
+            return self.state() == "running"
+        except RepogymError:
             return False
-        return bool(self.container.status == "running")
 
     def close(self) -> None:
+        """Removes the container. If the engine cannot be reached, raises and keeps it on the
+        list that is removed when the process exits."""
         if self._closed:
             return
         self._closed = True
-        owners.untrack(self.name)
         if self._shell is not None:
             self._shell.close()
             self._shell = None
-        try:
-            self.container.remove(force=True, v=True)
-        except docker.errors.NotFound:
-            pass
-        except docker.errors.APIError as exc:
-            if "already in progress" not in str(exc):
-                raise SandboxError(f"could not remove {self.name}: {exc}") from exc
+        self._remove()
+        owners.untrack(self.name)
+
+    def _remove(self) -> None:
+        with engine_errors(f"remove {self.name}"):
+            try:
+                self.container.remove(force=True, v=True)
+            except docker.errors.NotFound:
+                pass
+            except docker.errors.APIError as exc:
+                if "already in progress" not in str(exc):
+                    raise
 
     def __enter__(self) -> DockerSandbox:
         return self
@@ -248,18 +241,23 @@ class DockerSandbox:
             return self._recover(str(died))
 
     def _recover(self, reason: str) -> ExecResult:
-        """Starts a new shell after the old one died; restarts the container if it stopped."""
+        """Starts a new shell after the old one died.
+
+        A container that stopped is an infrastructure failure when the agent runs
+        unprivileged (it cannot stop it: the container's processes are root's); it raises, and
+        the episode runs again. A root agent may have stopped it itself: it is restarted.
+        """
         cwd = (self._shell.cwd if self._shell else None) or self.workdir
         if self._shell is not None:
             self._shell.close()
             self._shell = None
+        state = self.state()
+        if state != "running":
+            if self.user is not None or state == "removed":
+                raise SandboxError(f"{self.name} is {state}: the engine restarted or someone "
+                                   "removed it; run the episode again.")
+            reason += self._restart_container()
         for attempt in range(3):
-            if not self.alive():
-                try:
-                    self.container.restart(timeout=0)
-                except docker.errors.DockerException as exc:
-                    raise SandboxError(f"{self.name} died and could not restart: {exc}") from exc
-                reason += "; the container had stopped and was restarted"
             try:
                 self._shell = self._start_shell(cwd if attempt == 0 else self.workdir)
                 break
@@ -269,6 +267,15 @@ class DockerSandbox:
             raise SandboxError(f"{self.name}: no shell could be started after: {reason}")
         return ExecResult(restart_note(reason, self._shell.cwd or cwd), -1, shell_restarted=True)
 
+    def _restart_container(self) -> str:
+        with engine_errors(f"restart {self.name}"):
+            self.container.restart(timeout=0)
+        if self.read_only:
+            self._fill(clear=True)
+            return "; the container had stopped and was restarted, the repository as it was at " \
+                   "the start"
+        return "; the container had stopped and was restarted"
+
     def _internal(self, command: str, timeout: float = 60.0, limit: int = FILE_LIMIT) -> ExecResult:
         """Runs a command of ours (not the agent's) with a clean PATH and a large output cap."""
         if self._shell is None:
@@ -276,7 +283,8 @@ class DockerSandbox:
         saved = self._shell.output_limit
         self._shell.output_limit = limit
         try:
-            return self.run(f"{SAFE_PATH}; {command}", timeout)
+            # a nested subshell: nothing of ours (PATH, cwd) may persist into the agent's shell
+            return self.run(f"( {SAFE_PATH}; {command}\n)", timeout)
         finally:
             if self._shell is not None:
                 self._shell.output_limit = saved
@@ -291,23 +299,20 @@ class DockerSandbox:
         wrapped = ["timeout", "-k", "5", str(max(1, int(timeout))), *argv]
         api = self.client.api
         start = time.monotonic()
-        try:
+        capture = OutputCapture(limit)
+        with engine_errors(f"exec in {self.name}"):
             exec_id = api.exec_create(self.container.id, wrapped, stdout=True, stderr=True,
                                       user=user if user is not None else (self.user or ""),
                                       workdir=self.workdir)["Id"]
-            capture = OutputCapture(limit)
             for chunk in api.exec_start(exec_id, stream=True):
                 capture.add(chunk)
-            code = api.exec_inspect(exec_id).get("ExitCode")
-        except docker.errors.APIError as exc:
-            raise SandboxError(f"exec in {self.name} failed: {exc}") from exc
+            code = exit_code(api, exec_id, f"{argv[0]} in {self.name}")
         output, truncated = capture.text()
-        return ExecResult(output, -1 if code is None else int(code), timed_out=code in (124, 137),
-                          truncated=truncated, n_bytes=capture.total,
-                          duration=time.monotonic() - start)
+        return ExecResult(output, code, timed_out=code in (124, 137), truncated=truncated,
+                          n_bytes=capture.total, duration=time.monotonic() - start)
 
     def put_files(self, files: dict[str, bytes], dest: str, owner: int = 0) -> None:
-        """Writes files (paths relative to ``dest``) with one archive upload."""
+        """Writes files (paths relative to ``dest``) with one archive, as root."""
         buf = io.BytesIO()
         with tarfile.open(fileobj=buf, mode="w") as tar:
             for name, data in files.items():
@@ -315,8 +320,11 @@ class DockerSandbox:
                 info.size, info.mode, info.uid, info.gid = len(data), 0o644, owner, owner
                 info.mtime = int(time.time())
                 tar.addfile(info, io.BytesIO(data))
-        if not self.container.put_archive(dest, buf.getvalue()):
-            raise SandboxError(f"could not upload files into {self.name}:{dest}")
+        argv = ["tar", "-x", "-f", "-", "-C", dest] + (["--no-same-owner"] if owner == 0 else [])
+        code, out = exec_with_input(self.client.api, self.container.id, argv, buf.getvalue(),
+                                    user="root")
+        if code != 0:
+            raise SandboxError(f"could not upload files into {self.name}:{dest}: {out[-300:]!r}")
 
     # --- files -------------------------------------------------------------------------------
 
@@ -336,7 +344,8 @@ class DockerSandbox:
         if result.exit_code == 3:
             raise IsADirectoryError(path)
         if result.exit_code == 4:
-            raise SandboxError(f"{path} is larger than {FILE_LIMIT // 2} bytes: read a range with bash.")
+            raise SandboxError(
+                f"{path} is larger than {FILE_LIMIT // 2} bytes: read a range with bash.")
         if result.exit_code != 0:
             raise PermissionError(f"{path}: {result.output.strip()[:200]}")
         return base64.b64decode(result.output)
@@ -345,7 +354,8 @@ class DockerSandbox:
         target = shlex.quote(self._abs(path))
         encoded = base64.b64encode(data).decode()
         result = self._internal(
-            f"mkdir -p -- \"$(dirname -- {target})\" && printf %s '{encoded}' | base64 -d > {target}"
+            f"mkdir -p -- \"$(dirname -- {target})\" && "
+            f"printf %s '{encoded}' | base64 -d > {target}"
         )
         if result.exit_code != 0:
             raise PermissionError(f"cannot write {path}: {result.output.strip()[:200]}")
@@ -396,4 +406,5 @@ def reap_dead_owners(client: Any) -> list[str]:
         if _reaped:
             return []
         _reaped = True
-    return owners.remove_containers(owners.leftovers(client))
+    with engine_errors("list leftover containers"):
+        return owners.remove_containers(owners.leftovers(client))

@@ -107,3 +107,13 @@ def test_unknown_task_id_lists_close_matches(toy_task: Task, toy_image: str) -> 
     with pytest.raises(repogym.TaskError, match="toy__calc-1"):
         env.reset(options={"task_id": "toy__calc-2"})
     env.close()
+
+
+def test_tools_leave_the_agents_shell_alone(toy_task: Task, toy_image: str) -> None:
+    env = gym.make("repogym/SWE-v0", tasks=[toy_task])
+    env.reset(seed=0)
+    env.step({"tool": "bash", "command": "cd calc && export KEEP=1"})
+    env.step({"tool": "view", "path": "/testbed/calc/__init__.py"})
+    obs, *_ = env.step({"tool": "bash", "command": "pwd; echo $KEEP; command -v python"})
+    assert obs.split() == ["/testbed/calc", "1", "/opt/venv/bin/python"]
+    env.close()
