@@ -23,7 +23,8 @@ COMMANDS = {
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="repogym", description="A Gymnasium environment for coding agents on real repositories."
+        prog="repogym",
+        description="A Gymnasium environment for coding agents on real repositories.",
     )
     parser.add_argument("--version", action="version", version=f"repogym {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
@@ -43,8 +44,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 def _unavailable(name: str, exc: ImportError):  # type: ignore[no-untyped-def]
     def run(_args: argparse.Namespace) -> int:
-        print(f"repogym {name} needs more packages ({exc}): pip install 'repogym[train]'",
-              file=sys.stderr)
+        print(
+            f"repogym {name} needs more packages ({exc}): pip install 'repogym[train]'",
+            file=sys.stderr,
+        )
         return 2
 
     return run

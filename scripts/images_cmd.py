@@ -42,8 +42,9 @@ def build(args: argparse.Namespace) -> int:
         progress(f"[{i}/{len(tasks)}] {task.instance_id}: {tag}")
         built = ensure_image(task, progress=progress)
         seen[tag] = {"tag": tag, "cached": built.cached, "seconds": round(built.seconds, 1)}
-    rows = [[v["tag"], "cached" if v["cached"] else f"built in {v['seconds']} s"]
-            for v in seen.values()]
+    rows = [
+        [v["tag"], "cached" if v["cached"] else f"built in {v['seconds']} s"] for v in seen.values()
+    ]
     print(table(rows, ["image", "status"]))
     print(f"{len(seen)} images for {len(tasks)} tasks in {time.monotonic() - start:.1f} s")
     write_json(args.json, list(seen.values()))

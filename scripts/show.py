@@ -19,20 +19,26 @@ def run(args: argparse.Namespace) -> int:
     for event in read_record(args.file):
         kind = event["event"]
         if kind == "reset":
-            print(f"=== {event['task_id']} (task {event.get('task_hash')}, image {event.get('image')})")
+            task, image = event["task_id"], event.get("image")
+            print(f"=== {task} (task {event.get('task_hash')}, image {image})")
             print(_cut(event["observation"], args.width))
         elif kind == "step":
             parsed = event.get("parsed") or {}
-            call = (f"{parsed.get('name')} {json.dumps(parsed.get('arguments'))[:300]}"
-                    if parsed else f"(unparsed) {event['raw_action'][:200]!r}")
+            call = (
+                f"{parsed.get('name')} {json.dumps(parsed.get('arguments'))[:300]}"
+                if parsed
+                else f"(unparsed) {event['raw_action'][:200]!r}"
+            )
             err = (event.get("info") or {}).get("action_error")
             print(f"\n--- step {event['step']} ({event.get('seconds', 0):.2f} s): {call}")
             if err:
                 print(f"[action error] {err.splitlines()[0]}")
             print(_cut(event["observation"], args.width))
         elif kind == "end":
-            print(f"\n=== reward {event['reward']}  steps {event['n_steps']}  "
-                  f"flags {event.get('flags') or []}")
+            print(
+                f"\n=== reward {event['reward']}  steps {event['n_steps']}  "
+                f"flags {event.get('flags') or []}"
+            )
             for key, value in (event.get("reward_components") or {}).items():
                 print(f"  {key:16} {value}")
             if event.get("truncation"):

@@ -43,9 +43,18 @@ def validate(args: argparse.Namespace) -> int:
         for i, res in enumerate(pool.map(lambda t: validate_task(t, runs=args.runs), tasks), 1):
             progress(f"[{i}/{len(tasks)}] {res.instance_id}: {'ok' if res.ok else res.reason}")
             results.append(res)
-    rows = [[r.instance_id, "yes" if r.ok else "NO", _runs(r.gold_resolved),
-             _runs(r.empty_resolved), len(r.flaky), f"{r.seconds:.1f}", "" if r.ok else r.reason]
-            for r in results]
+    rows = [
+        [
+            r.instance_id,
+            "yes" if r.ok else "NO",
+            _runs(r.gold_resolved),
+            _runs(r.empty_resolved),
+            len(r.flaky),
+            f"{r.seconds:.1f}",
+            "" if r.ok else r.reason,
+        ]
+        for r in results
+    ]
     print(table(rows, ["task", "valid", "gold", "empty", "flaky", "seconds", "why not"]))
     bad = sum(not r.ok for r in results)
     print(f"{len(results) - bad}/{len(results)} tasks valid in {time.monotonic() - start:.0f} s")

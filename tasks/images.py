@@ -137,20 +137,32 @@ def _debootstrap(suite: str, tag: str, progress: Progress) -> None:
     progress(f"debootstrap {suite} (about a minute)")
     with tempfile.TemporaryDirectory(prefix="repogym-rootfs-") as tmp:
         rootfs = Path(tmp) / "rootfs"
-        cmd = ["debootstrap", "--variant=minbase", f"--include={DEBOOTSTRAP_PACKAGES}", suite,
-               str(rootfs)]
+        cmd = [
+            "debootstrap",
+            "--variant=minbase",
+            f"--include={DEBOOTSTRAP_PACKAGES}",
+            suite,
+            str(rootfs),
+        ]
         mirror = os.environ.get("REPOGYM_DEBIAN_MIRROR")
         if mirror:
             cmd.append(mirror)
         proc = subprocess.run(cmd, capture_output=True, text=True)
         if proc.returncode != 0:
             raise ImageBuildError(f"debootstrap {suite} failed: {proc.stdout[-1500:]}{proc.stderr}")
-        for junk in ("usr/share/doc", "usr/share/man", "usr/share/info", "var/cache/apt",
-                     "var/lib/apt/lists", "usr/share/locale"):
+        for junk in (
+            "usr/share/doc",
+            "usr/share/man",
+            "usr/share/info",
+            "var/cache/apt",
+            "var/lib/apt/lists",
+            "usr/share/locale",
+        ):
             shutil.rmtree(rootfs / junk, ignore_errors=True)
         tar = subprocess.Popen(["tar", "-C", str(rootfs), "-c", "."], stdout=subprocess.PIPE)
-        imp = subprocess.run(["docker", "import", "-", tag], stdin=tar.stdout, capture_output=True,
-                             text=True)
+        imp = subprocess.run(
+            ["docker", "import", "-", tag], stdin=tar.stdout, capture_output=True, text=True
+        )
         tar.wait()
         if imp.returncode != 0:
             raise ImageBuildError(f"docker import failed: {imp.stderr}")
@@ -161,7 +173,8 @@ def _base_dockerfile(root: str) -> str:
 COPY ca.pem /tmp/ca.pem
 RUN if [ -s /tmp/ca.pem ]; then \\
       cp /tmp/ca.pem /usr/local/share/ca-certificates/repogym-extra.crt && \\
-      (update-ca-certificates >/dev/null 2>&1 || cat /tmp/ca.pem >> /etc/ssl/certs/ca-certificates.crt); \\
+      (update-ca-certificates >/dev/null 2>&1 \\
+       || cat /tmp/ca.pem >> /etc/ssl/certs/ca-certificates.crt); \\
     fi; rm -f /tmp/ca.pem
 RUN (id -u {USER} >/dev/null 2>&1 || useradd --create-home --uid 1000 --shell /bin/bash {USER}) \\
  && (command -v pytest >/dev/null || python3 -m pip install -q pytest) \\
@@ -220,8 +233,13 @@ def ensure_image(task: Task, progress: Progress = print) -> BuiltImage:
         commit = snapshot(tree)
         progress(f"building {tag} ({task.repo} at {task.base_commit[:12]})")
         files = {"testbed.tar": _tar_folder(tree), "ca.pem": ca_bundle()}
-        _build(client, tag, _repo_dockerfile(root, task.environment, commit, image_spec(task)),
-               files, progress)
+        _build(
+            client,
+            tag,
+            _repo_dockerfile(root, task.environment, commit, image_spec(task)),
+            files,
+            progress,
+        )
     return BuiltImage(tag, commit, False, time.monotonic() - start)
 
 
@@ -254,7 +272,9 @@ def _tar_folder(folder: Path) -> bytes:
     return buf.getvalue()
 
 
-def _build(client: Any, tag: str, dockerfile: str, files: dict[str, bytes], progress: Progress) -> None:
+def _build(
+    client: Any, tag: str, dockerfile: str, files: dict[str, bytes], progress: Progress
+) -> None:
     buf = io.BytesIO()
     with tarfile.open(fileobj=buf, mode="w") as tar:
         for name, data in {"Dockerfile": dockerfile.encode(), **files}.items():
@@ -264,8 +284,15 @@ def _build(client: Any, tag: str, dockerfile: str, files: dict[str, bytes], prog
     buf.seek(0)
     log: list[str] = []
     try:
-        for chunk in client.api.build(fileobj=buf, custom_context=True, tag=tag, rm=True,
-                                      forcerm=True, decode=True, network_mode="bridge"):
+        for chunk in client.api.build(
+            fileobj=buf,
+            custom_context=True,
+            tag=tag,
+            rm=True,
+            forcerm=True,
+            decode=True,
+            network_mode="bridge",
+        ):
             if "error" in chunk:
                 raise ImageBuildError(
                     f"building {tag} failed: {chunk['error'].strip()}\n" + "".join(log[-30:])

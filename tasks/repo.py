@@ -55,9 +55,15 @@ def export_tree(source: str | Path, commit: str | None, dest: Path) -> None:
     dest.mkdir(parents=True, exist_ok=True)
     is_repo = src.is_file() or (src / ".git").exists() or (src / "HEAD").is_file()
     if not is_repo:
-        shutil.copytree(src, dest, symlinks=True, dirs_exist_ok=True,
-                        ignore=shutil.ignore_patterns(".git", "__pycache__", "*.pyc", ".pytest_cache",
-                                                     ".ruff_cache", ".mypy_cache"))
+        shutil.copytree(
+            src,
+            dest,
+            symlinks=True,
+            dirs_exist_ok=True,
+            ignore=shutil.ignore_patterns(
+                ".git", "__pycache__", "*.pyc", ".pytest_cache", ".ruff_cache", ".mypy_cache"
+            ),
+        )
         return
     with tempfile.TemporaryDirectory(prefix="repogym-clone-") as tmp:
         git(tmp, "clone", "--quiet", "--no-checkout", str(src.resolve()), "repo")

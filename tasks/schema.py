@@ -41,7 +41,8 @@ class Environment:
         unknown = set(data) - {f.name for f in fields(cls)}
         if unknown:
             raise TaskError(
-                f"unknown environment fields {sorted(unknown)}; valid: {[f.name for f in fields(cls)]}"
+                f"unknown environment fields {sorted(unknown)}; "
+                f"valid: {[f.name for f in fields(cls)]}"
             )
         for key in ("setup", "test_files"):
             if isinstance(data.get(key), str):
@@ -90,7 +91,9 @@ class Task:
     @classmethod
     def from_dict(cls, data: dict[str, Any], base_dir: Path | None = None) -> Task:
         data = dict(data)
-        missing = [k for k in ("instance_id", "repo", "base_commit", "problem_statement") if k not in data]
+        missing = [
+            k for k in ("instance_id", "repo", "base_commit", "problem_statement") if k not in data
+        ]
         if missing:
             raise TaskError(f"task {data.get('instance_id', '?')}: missing fields {missing}.")
         for key in ("FAIL_TO_PASS", "PASS_TO_PASS"):

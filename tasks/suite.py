@@ -66,7 +66,9 @@ def _read_rows(path: Path) -> list[dict[str, Any]]:
         try:
             rows.append(json.loads(line))
         except json.JSONDecodeError as exc:
-            raise TaskError(f"{path}:{n} is not valid JSON ({exc}): fix or remove that line.") from exc
+            raise TaskError(
+                f"{path}:{n} is not valid JSON ({exc}): fix or remove that line."
+            ) from exc
     return rows
 
 

@@ -33,8 +33,9 @@ def _grade(task: Task, patch: str, runs: int, grader: Grader) -> list[GradingRep
     return [grader.grade(task, patch, image.tag) for _ in range(runs)]
 
 
-def derive_lists(task: Task, runs: int = 2, grader: Grader | None = None
-                 ) -> tuple[Task | None, str]:
+def derive_lists(
+    task: Task, runs: int = 2, grader: Grader | None = None
+) -> tuple[Task | None, str]:
     """The task with FAIL_TO_PASS and PASS_TO_PASS measured, or (None, why it was rejected)."""
     grader = grader or Grader(GraderConfig(cleanup_async=False))
     bare = task.with_(FAIL_TO_PASS=(), PASS_TO_PASS=())
@@ -54,10 +55,12 @@ def derive_lists(task: Task, runs: int = 2, grader: Grader | None = None
             return None, "canaries misbehaved (the test runner is not plain pytest)"
     flaky = _flaky([r.statuses for r in before]) | _flaky([r.statuses for r in after])
     b, a = before[0].statuses, after[0].statuses
-    f2p = sorted(t for t, s in a.items() if s == "PASSED" and b.get(t) != "PASSED"
-                 and t not in flaky)
-    p2p = sorted(t for t, s in a.items() if s == "PASSED" and b.get(t) == "PASSED"
-                 and t not in flaky)
+    f2p = sorted(
+        t for t, s in a.items() if s == "PASSED" and b.get(t) != "PASSED" and t not in flaky
+    )
+    p2p = sorted(
+        t for t, s in a.items() if s == "PASSED" and b.get(t) == "PASSED" and t not in flaky
+    )
     if not f2p:
         return None, "no test fails before the patch and passes after it"
     return task.with_(FAIL_TO_PASS=tuple(f2p), PASS_TO_PASS=tuple(p2p)), "ok"
@@ -78,21 +81,33 @@ def validate_task(task: Task, runs: int = 2, grader: Grader | None = None) -> Va
         gold = _grade(task, task.patch, runs, grader)
         empty = _grade(task, "", runs, grader)
     except RepogymError as exc:
-        return Validation(task.instance_id, False, f"infrastructure: {exc}", [], [], [],
-                          time.monotonic() - start)
+        return Validation(
+            task.instance_id, False, f"infrastructure: {exc}", [], [], [], time.monotonic() - start
+        )
     flaky = sorted(_flaky([r.statuses for r in gold]) | _flaky([r.statuses for r in empty]))
     gold_ok = [r.resolved for r in gold]
     empty_ok = [r.resolved for r in empty]
     reasons = []
     if not all(gold_ok):
         bad = next(r for r in gold if not r.resolved)
-        failing = [t for t, s in {**bad.fail_to_pass, **bad.pass_to_pass}.items()
-                   if s not in ("PASSED", "XFAIL", "SKIPPED")]
-        reasons.append(f"gold does not resolve it (failing: {failing[:3]}, "
-                       f"invalid: {bad.invalid_reasons[:2]})")
+        failing = [
+            t
+            for t, s in {**bad.fail_to_pass, **bad.pass_to_pass}.items()
+            if s not in ("PASSED", "XFAIL", "SKIPPED")
+        ]
+        reasons.append(
+            f"gold does not resolve it (failing: {failing[:3]}, invalid: {bad.invalid_reasons[:2]})"
+        )
     if any(empty_ok):
         reasons.append("the empty patch resolves it")
     if flaky:
         reasons.append(f"flaky tests: {flaky[:3]}")
-    return Validation(task.instance_id, not reasons, "; ".join(reasons) or "ok", gold_ok,
-                      empty_ok, flaky, time.monotonic() - start)
+    return Validation(
+        task.instance_id,
+        not reasons,
+        "; ".join(reasons) or "ok",
+        gold_ok,
+        empty_ok,
+        flaky,
+        time.monotonic() - start,
+    )

@@ -43,8 +43,12 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
 
     deadline = time.monotonic() + 20  # grading containers are removed in the background
     while True:
-        mine = [c.name for c in docker_client().containers.list(
-            all=True, filters={"label": [f"{LABEL_MANAGED}=1", f"{LABEL_PID}={os.getpid()}"]})]
+        mine = [
+            c.name
+            for c in docker_client().containers.list(
+                all=True, filters={"label": [f"{LABEL_MANAGED}=1", f"{LABEL_PID}={os.getpid()}"]}
+            )
+        ]
         if not mine or time.monotonic() > deadline:
             break
         time.sleep(0.5)
@@ -70,7 +74,7 @@ TOY_FILES = {
             """Limits x to [lo, hi]."""
             return max(lo, min(x, hi))
         ''',
-    "tests/test_mul.py": '''\
+    "tests/test_mul.py": """\
         from calc import mul
 
 
@@ -80,7 +84,7 @@ TOY_FILES = {
 
         def test_mul_zero():
             assert mul(0, 5) == 0
-        ''',
+        """,
 }
 
 TOY_TEST_PATCH = """\

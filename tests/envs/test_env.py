@@ -16,8 +16,10 @@ from repogym.tasks.schema import Task
 
 pytestmark = pytest.mark.docker
 
-FIX = {"name": "str_replace",
-       "arguments": {"path": "calc/__init__.py", "old_str": "a - b", "new_str": "a + b"}}
+FIX = {
+    "name": "str_replace",
+    "arguments": {"path": "calc/__init__.py", "old_str": "a - b", "new_str": "a + b"},
+}
 
 
 def test_registered_on_import() -> None:
@@ -40,7 +42,14 @@ def test_episode_fix_and_submit(toy_task: Task, toy_image: str, tmp_path: Path) 
     assert toy_task.problem_statement in obs and "/testbed" in obs
     assert info["task_id"] == toy_task.instance_id and info["split"] == "eval"
     assert {t["function"]["name"] for t in info["tools"]} >= {
-        "bash", "view", "create", "str_replace", "insert", "undo_edit", "submit"}
+        "bash",
+        "view",
+        "create",
+        "str_replace",
+        "insert",
+        "undo_edit",
+        "submit",
+    }
     obs, reward, term, trunc, info = env.step({"tool": "bash", "command": "cd calc && pwd"})
     assert obs.strip() == "/testbed/calc" and reward == 0.0 and not term
     obs, *_ = env.step('{"tool": "bash", "command": "pwd"}')
@@ -85,17 +94,22 @@ def test_budgets_truncate(toy_task: Task, toy_image: str) -> None:
 
 
 def test_async_vector_env_runs_episodes(toy_task: Task, toy_image: str) -> None:
-    envs = gym.make_vec("repogym/SWE-v0", num_envs=2, vectorization_mode="async",
-                        tasks=[toy_task])
+    envs = gym.make_vec("repogym/SWE-v0", num_envs=2, vectorization_mode="async", tasks=[toy_task])
     try:
         obs, info = envs.reset(seed=7)
         assert len(obs) == 2 and all(toy_task.problem_statement in o for o in obs)
-        actions = np.array([json.dumps({"name": FIX["name"], "arguments": FIX["arguments"]}),
-                            '{"tool": "bash", "command": "echo hi"}'], dtype=object)
+        actions = np.array(
+            [
+                json.dumps({"name": FIX["name"], "arguments": FIX["arguments"]}),
+                '{"tool": "bash", "command": "echo hi"}',
+            ],
+            dtype=object,
+        )
         obs, rewards, term, trunc, info = envs.step(actions)
         assert "a + b" in obs[0] and obs[1].strip() == "hi"
         obs, rewards, term, trunc, info = envs.step(
-            np.array(['{"tool": "submit"}'] * 2, dtype=object))
+            np.array(['{"tool": "submit"}'] * 2, dtype=object)
+        )
         assert list(term) == [True, True]
         assert list(rewards) == [1.0, 0.0]
     finally:

@@ -13,8 +13,10 @@ pytestmark = pytest.mark.docker
 def new_file(path: str, text: str) -> str:
     lines = text.splitlines()
     body = "".join(f"+{line}\n" for line in lines)
-    return (f"diff --git a/{path} b/{path}\nnew file mode 100644\n--- /dev/null\n+++ b/{path}\n"
-            f"@@ -0,0 +1,{len(lines)} @@\n{body}")
+    return (
+        f"diff --git a/{path} b/{path}\nnew file mode 100644\n--- /dev/null\n+++ b/{path}\n"
+        f"@@ -0,0 +1,{len(lines)} @@\n{body}"
+    )
 
 
 @pytest.fixture(scope="module")
@@ -31,19 +33,24 @@ def test_gold_resolves_and_empty_does_not(grader: Grader, toy_task: Task, toy_im
     assert empty.p2p_pass_rate == 1.0
 
 
-def test_changes_to_tests_are_stripped_and_flagged(grader: Grader, toy_task: Task,
-                                                   toy_image: str) -> None:
+def test_changes_to_tests_are_stripped_and_flagged(
+    grader: Grader, toy_task: Task, toy_image: str
+) -> None:
     hook = "def pytest_runtest_makereport(item, call):\n    call.excinfo = None\n"
-    patch = (new_file("conftest.py", hook) + new_file("tests/conftest.py", hook)
-             + new_file("tests/test_add.py", "def test_add():\n    pass\n"))
+    patch = (
+        new_file("conftest.py", hook)
+        + new_file("tests/conftest.py", hook)
+        + new_file("tests/test_add.py", "def test_add():\n    pass\n")
+    )
     report = grader.grade(toy_task, patch, toy_image)
     assert not report.resolved
     assert set(report.stripped) == {"conftest.py", "tests/conftest.py", "tests/test_add.py"}
     assert "tampered_conftest" in report.flags and "tampered_task_test_file" in report.flags
 
 
-def test_gold_with_tampering_still_counts_only_the_real_fix(grader: Grader, toy_task: Task,
-                                                            toy_image: str) -> None:
+def test_gold_with_tampering_still_counts_only_the_real_fix(
+    grader: Grader, toy_task: Task, toy_image: str
+) -> None:
     patch = toy_task.patch + new_file("tests/conftest.py", "import sys\nsys.exit(0)\n")
     report = grader.grade(toy_task, patch, toy_image)
     assert report.resolved and report.stripped == {"tests/conftest.py": "conftest"}
@@ -52,23 +59,28 @@ def test_gold_with_tampering_still_counts_only_the_real_fix(grader: Grader, toy_
 def test_exit_at_import_is_invalid(grader: Grader, toy_task: Task, toy_image: str) -> None:
     patch = new_file("calc/boot.py", "import os\nos._exit(0)\n") + (
         "diff --git a/calc/__init__.py b/calc/__init__.py\n--- a/calc/__init__.py\n"
-        "+++ b/calc/__init__.py\n@@ -1,2 +1,3 @@\n \"\"\"A tiny calculator.\"\"\"\n"
-        "+import calc.boot\n \n")
+        '+++ b/calc/__init__.py\n@@ -1,2 +1,3 @@\n """A tiny calculator."""\n'
+        "+import calc.boot\n \n"
+    )
     report = grader.grade(toy_task, patch, toy_image)
     assert not report.resolved and not report.valid
     assert report.f2p_pass_rate == 0.0
 
 
-def test_forced_passes_from_package_code_trip_the_canaries(grader: Grader, toy_task: Task,
-                                                           toy_image: str) -> None:
-    force = ("import _pytest.reports as r\n_orig = r.TestReport.from_item_and_call\n"
-             "def _forced(item, call):\n    rep = _orig(item, call)\n"
-             "    rep.outcome = 'passed'\n    return rep\n"
-             "r.TestReport.from_item_and_call = staticmethod(_forced)\n")
+def test_forced_passes_from_package_code_trip_the_canaries(
+    grader: Grader, toy_task: Task, toy_image: str
+) -> None:
+    force = (
+        "import _pytest.reports as r\n_orig = r.TestReport.from_item_and_call\n"
+        "def _forced(item, call):\n    rep = _orig(item, call)\n"
+        "    rep.outcome = 'passed'\n    return rep\n"
+        "r.TestReport.from_item_and_call = staticmethod(_forced)\n"
+    )
     patch = new_file("calc/force.py", force) + (
         "diff --git a/calc/__init__.py b/calc/__init__.py\n--- a/calc/__init__.py\n"
-        "+++ b/calc/__init__.py\n@@ -1,2 +1,3 @@\n \"\"\"A tiny calculator.\"\"\"\n"
-        "+import calc.force\n \n")
+        '+++ b/calc/__init__.py\n@@ -1,2 +1,3 @@\n """A tiny calculator."""\n'
+        "+import calc.force\n \n"
+    )
     report = grader.grade(toy_task, patch, toy_image)
     assert not report.resolved and not report.valid and "canary" in report.flags
 
@@ -77,8 +89,9 @@ def test_a_hang_times_out(toy_task: Task, toy_image: str) -> None:
     quick = Grader(GraderConfig(timeout=5, cleanup_async=False))
     patch = new_file("calc/spin.py", "while True:\n    pass\n") + (
         "diff --git a/calc/__init__.py b/calc/__init__.py\n--- a/calc/__init__.py\n"
-        "+++ b/calc/__init__.py\n@@ -1,2 +1,3 @@\n \"\"\"A tiny calculator.\"\"\"\n"
-        "+import calc.spin\n \n")
+        '+++ b/calc/__init__.py\n@@ -1,2 +1,3 @@\n """A tiny calculator."""\n'
+        "+import calc.spin\n \n"
+    )
     report = quick.grade(toy_task, patch, toy_image)
     assert report.timed_out and not report.resolved and "timeout" in report.flags
     assert report.total_seconds < 30
