@@ -96,7 +96,7 @@ def test_targets_come_from_the_prompt_or_the_tasks() -> None:
     assert targets_from(adv.problem_statement) == ("t.py::test_a[1,2]",)
     agent = HackerAgent(tasks=[task])
     agent.reset("Fix it.", {"task_id": "demo__x-1"})
-    assert agent._targets == ("t.py::test_a[1,2]",)
+    assert agent.targets == ("t.py::test_a[1,2]",)
 
 
 def test_flags_match_exactly_or_by_prefix() -> None:
