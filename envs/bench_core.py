@@ -1,0 +1,130 @@
+"""What every benchmark section shares: summary statistics, result rows, timing helpers."""
+
+from __future__ import annotations
+
+import statistics
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field, replace
+from typing import Any
+
+import gymnasium as gym
+
+from repogym.envs.registration import ENV_ID
+from repogym.errors import RepogymError
+from repogym.tasks.schema import Task
+
+Progress = Callable[[str], None]
+
+
+@dataclass(frozen=True)
+class Stat:
+    """Median and 10th-90th percentile spread of repeated samples."""
+
+    n: int
+    median: float
+    p10: float
+    p90: float
+    mean: float
+    min: float
+    max: float
+
+    @classmethod
+    def of(cls, samples: list[float]) -> Stat:
+        if not samples:
+            raise ValueError("no samples to summarise: raise the repetition count above 0")
+        xs = sorted(samples)
+        if len(xs) == 1:
+            p10 = p90 = xs[0]
+        else:
+            deciles = statistics.quantiles(xs, n=10, method="inclusive")
+            p10, p90 = deciles[0], deciles[-1]
+        return cls(len(xs), statistics.median(xs), p10, p90, statistics.fmean(xs), xs[0], xs[-1])
+
+
+@dataclass(frozen=True)
+class Row:
+    """One measured figure. ``ratio`` compares it with the row named by ``vs``."""
+
+    key: str  # stable name for the JSON, e.g. "step.repogym.true"
+    section: str
+    name: str
+    unit: str  # "ms", "s", "steps/s", "MiB"
+    stat: Stat | None  # None: not measured (``note`` says why)
+    vs: str | None = None
+    ratio: float | None = None  # this median / that median
+    note: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass
+class Context:
+    """One benchmark run: the task, its image, and what every section adds to."""
+
+    task: Task
+    image: str
+    run_id: str
+    progress: Progress
+    closes: list[float] = field(default_factory=list)  # env.close() seconds, every env
+
+
+def make_env(ctx: Context, **kwargs: Any) -> gym.Env[Any, Any]:
+    """An env made the way users make it (``gym.make``) on the benchmark's one task."""
+    return gym.make(ENV_ID, tasks=[ctx.task], suite=None, run_id=ctx.run_id, **kwargs)
+
+
+def close_env(ctx: Context, env: gym.Env[Any, Any]) -> None:
+    start = time.perf_counter()
+    env.close()
+    ctx.closes.append(time.perf_counter() - start)
+
+
+def timed(fn: Callable[[], Any]) -> tuple[float, Any]:
+    start = time.perf_counter()
+    out = fn()
+    return time.perf_counter() - start, out
+
+
+def wait_for(predicate: Callable[[], bool], seconds: float = 60.0, what: str = "") -> float:
+    """Polls until ``predicate()``; returns the seconds waited."""
+    start = time.perf_counter()
+    while not predicate():
+        if time.perf_counter() - start > seconds:
+            raise RepogymError(f"waited {seconds:.0f} s for {what or 'a condition'}: is the "
+                               "machine overloaded? `repogym doctor` checks the engine")
+        time.sleep(0.005)
+    return time.perf_counter() - start
+
+
+def ready_count(env: gym.Env[Any, Any], role: str = "agent") -> int:
+    """Containers the env's pool holds ready for its image.
+
+    ``SandboxPool`` has no public count yet; this reads its queue (see the bench report).
+    """
+    base = env.unwrapped
+    pool, image = getattr(base, "pool", None), getattr(base, "image", None)
+    if pool is None or image is None:
+        return 0
+    ready = pool._ready.get((image.tag, role))  # noqa: SLF001 - no public count exists
+    return 0 if ready is None else int(ready.qsize())
+
+
+def ms(seconds: list[float]) -> list[float]:
+    return [s * 1000.0 for s in seconds]
+
+
+def row(key: str, name: str, unit: str, samples: list[float] | None, note: str = "") -> Row:
+    section = key.split(".", 1)[0]
+    return Row(key, section, name, unit, Stat.of(samples) if samples else None, note=note)
+
+
+def compare(rows: list[Row], key: str, vs: str) -> list[Row]:
+    """Sets ``rows[key].ratio`` to its median over ``rows[vs]``'s median."""
+    by_key = {r.key: r for r in rows}
+    a, b = by_key.get(key), by_key.get(vs)
+    if a is None or b is None or a.stat is None or b.stat is None or b.stat.median <= 0:
+        return rows
+    ratio = a.stat.median / b.stat.median
+    return [replace(r, vs=vs, ratio=ratio) if r.key == key else r for r in rows]

@@ -1,0 +1,215 @@
+"""Grading latency (repogym next to SWE-bench's ``run_instance``) and memory per env."""
+
+from __future__ import annotations
+
+import gc
+import re
+import tempfile
+import time
+import tracemalloc
+import uuid
+from pathlib import Path
+from typing import Any
+
+from repogym.envs.bench_core import (
+    Context,
+    Row,
+    close_env,
+    compare,
+    make_env,
+    ready_count,
+    row,
+    timed,
+    wait_for,
+)
+from repogym.envs.grading.grader import Grader, GraderConfig
+from repogym.errors import RepogymError
+
+MIB = 1024.0 * 1024.0
+# pytest's closing line: "==== 5 passed, 1 failed in 0.12s ====" (or "in 61.20s (0:01:01)")
+_PYTEST_TIME = re.compile(r"^=+ .*\bin (\d+(?:\.\d+)?)s\b.*=+\s*$", re.M)
+
+
+def pytest_seconds(log: str) -> float | None:
+    """The run time pytest reports for itself on its last summary line."""
+    found = _PYTEST_TIME.findall(log)
+    return float(found[-1]) if found else None
+
+
+# --- grading -------------------------------------------------------------------------------------
+
+def _apply_gold(ctx: Context, env: Any) -> None:
+    command = f"git apply - <<'REPOGYM_BENCH_EOF'\n{ctx.task.patch.rstrip()}\nREPOGYM_BENCH_EOF"
+    _, _, _, _, info = env.step({"tool": "bash", "command": command})
+    if info.get("exit_code") != 0:
+        raise RepogymError(f"the gold patch of {ctx.task.instance_id} does not apply: {info}; "
+                           "run `repogym tasks validate` on the suite")
+
+
+def _env_submits(ctx: Context, n: int) -> tuple[dict[str, list[float]], str]:
+    """Submit-to-reward wall time of ``env.step(submit)`` with a warm grading container."""
+    env = make_env(ctx, pool_size=1, warm_grader=True)
+    out: dict[str, list[float]] = {"submit": [], "test": [], "pytest": [], "overhead": [],
+                                   "harness": []}
+    resolved = 0
+    try:
+        for _ in range(n):
+            env.reset(seed=0)
+            _apply_gold(ctx, env)
+            wait_for(lambda: ready_count(env, "grader") >= 1, what="a warm grading container")
+            seconds, (_, _, _, _, info) = timed(lambda: env.step({"tool": "submit"}))
+            report = info["grading"]
+            resolved += bool(report["resolved"])
+            out["submit"].append(seconds)
+            out["test"].append(report["test_seconds"])
+            out["harness"].append(seconds - report["test_seconds"])
+            own = pytest_seconds(report["log_tail"])
+            if own is not None:
+                out["pytest"].append(own)
+                out["overhead"].append(seconds - own)
+    finally:
+        close_env(ctx, env)
+    return out, f"gold patch resolved {resolved}/{n}"
+
+
+def _cold_grades(ctx: Context, n: int) -> list[float]:
+    """``Grader.grade`` starting its own container, as SWE-bench does."""
+    grader = Grader(GraderConfig())
+    times = []
+    for _ in range(n):
+        seconds, report = timed(lambda: grader.grade(ctx.task, ctx.task.patch, ctx.image))
+        if not report.resolved:
+            raise RepogymError(f"the gold patch did not resolve {ctx.task.instance_id} under a "
+                               f"fresh grader: {report.invalid_reasons or report.log_tail[-500:]}")
+        times.append(seconds)
+    return times
+
+
+def grading_latency(ctx: Context, n: int) -> list[Row]:
+    ctx.progress(f"grading latency: {n} submits with a warm grader, {n} with a fresh container")
+    env, note = _env_submits(ctx, n)
+    cold = _cold_grades(ctx, n)
+    return [
+        row("grade.pytest", "pytest's own run time (its summary line)", "s", env["pytest"]),
+        row("grade.test_cmd", "test command wall time (GradingReport.test_seconds)", "s",
+            env["test"]),
+        row("grade.submit", "repogym submit-to-reward (env.step submit, warm grader)", "s",
+            env["submit"], note),
+        row("grade.overhead", "repogym submit-to-reward minus pytest's own time", "s",
+            env["overhead"]),
+        row("grade.harness", "repogym submit-to-reward minus the test command's wall time", "s",
+            env["harness"]),
+        row("grade.cold", "repogym Grader.grade, fresh container", "s", cold),
+    ]
+
+
+def swebench_latency(ctx: Context, n: int, logs_dir: str | None) -> list[Row]:
+    """SWE-bench's ``run_instance`` on the same image and patch; 'not measured' if it fails."""
+    ctx.progress(f"swebench run_instance: {n} runs (each waits for its `docker stop`)")
+    folder = Path(logs_dir) if logs_dir else Path(tempfile.mkdtemp(prefix="repogym-bench-"))
+    report, total, own, why = [], [], [], ""
+    try:
+        from repogym.envs.grading.official import run_official
+
+        for _ in range(n):
+            # no network, like repogym's grader (and engines without docker0 need it)
+            result = run_official(ctx.task, ctx.image, ctx.task.patch, folder,
+                                  f"bench-{uuid.uuid4().hex[:8]}", network_mode="none")
+            if not result.resolved:
+                raise RepogymError(f"swebench did not resolve the gold patch: {result.log_dir}")
+            report.append(result.report_seconds)
+            total.append(result.total_seconds)
+            log = result.log_dir / "test_output.txt"
+            seconds = pytest_seconds(log.read_text(errors="replace")) if log.exists() else None
+            if seconds is not None:
+                own.append(seconds)
+    except (ImportError, RepogymError, OSError) as exc:
+        why = f"not measured: {exc}"
+    rows = [
+        row("swebench.pytest", "pytest's own run time under swebench", "s", own, why),
+        row("swebench.report", "swebench run_instance until report.json exists", "s", report,
+            why),
+        row("swebench.total", "swebench run_instance until it returns", "s", total,
+            why or f"logs in {folder}"),
+    ]
+    return rows
+
+
+def compare_grading(rows: list[Row]) -> list[Row]:
+    rows = compare(rows, "grade.cold", "grade.submit")
+    rows = compare(rows, "swebench.report", "grade.submit")
+    return compare(rows, "swebench.total", "grade.submit")
+
+
+# --- memory --------------------------------------------------------------------------------------
+
+def _rss(pid: int | str = "self") -> float:
+    """Resident memory of a process, bytes (0 when it is gone)."""
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return float(line.split()[1]) * 1024.0
+    except OSError:
+        pass
+    return 0.0
+
+
+def _shim_rss(container_id: str) -> float:
+    """The containerd shim that keeps this container: host memory outside the container."""
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        try:
+            argv = (proc / "cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if argv and b"containerd-shim" in argv[0] and container_id.encode() in argv:
+            return _rss(proc.name)
+    return 0.0
+
+
+def container_memory(container: Any) -> float:
+    """Memory the container uses, bytes: ``usage`` minus the page cache (as ``docker stats``)."""
+    mem = container.stats(stream=False, one_shot=True).get("memory_stats") or {}
+    stats = mem.get("stats") or {}
+    cache = stats.get("cache", stats.get("inactive_file", 0))  # cgroup v1, v2
+    return float(mem.get("usage", 0)) - float(cache)
+
+
+def memory_per_env(ctx: Context, k: int) -> list[Row]:
+    ctx.progress(f"memory: {k} idle envs")
+    first = make_env(ctx, pool_size=0, warm_grader=False)
+    envs: list[Any] = []
+    try:
+        first.reset(seed=0)  # imports and caches are paid before the first reading
+        first.step({"tool": "bash", "command": "ls"})
+        gc.collect()
+        before = _rss()
+        tracemalloc.start()
+        for _ in range(k):
+            envs.append(make_env(ctx, pool_size=0, warm_grader=False))
+            envs[-1].reset(seed=0)
+            envs[-1].step({"tool": "bash", "command": "ls"})
+        time.sleep(1.0)  # idle
+        gc.collect()
+        heap = tracemalloc.get_traced_memory()[0] / k
+        tracemalloc.stop()
+        growth = (_rss() - before) / k
+        boxes = [e.unwrapped.sandbox for e in envs]
+        inside = [container_memory(b.container) for b in boxes]
+        shims = [_shim_rss(b.container.id) for b in boxes]
+    finally:
+        for env in [first, *envs]:
+            close_env(ctx, env)
+    shim_note = "" if all(shims) else "shim processes not visible from here"
+    return [
+        row("memory.container", "container memory, idle env (usage - cache)", "MiB",
+            [m / MIB for m in inside]),
+        row("memory.process", "repogym process RSS growth per env", "MiB", [growth / MIB],
+            "0 when the process reuses memory it freed earlier"),
+        row("memory.python", "Python heap per env (tracemalloc)", "MiB", [heap / MIB]),
+        row("memory.shim", "containerd-shim RSS per container", "MiB",
+            [s / MIB for s in shims if s], shim_note),
+        row("memory.host", "host memory per env (process growth + shim)", "MiB",
+            [(growth + s) / MIB for s in shims]),
+    ]

@@ -1,0 +1,125 @@
+"""`repogym bench`: the statistics and options on their own, then quick runs on a real engine."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+import pytest
+
+from repogym.envs.bench import BenchConfig, targets
+from repogym.envs.bench_core import Row, Stat, compare, row
+from repogym.envs.bench_cost import pytest_seconds
+from repogym.scripts import bench
+
+
+def parse(*argv: str) -> argparse.Namespace:
+    parser = argparse.ArgumentParser()
+    bench.add_parser(parser.add_subparsers())
+    return parser.parse_args(["bench", *argv])
+
+
+def run_cli(*argv: str) -> int:
+    args = parse(*argv)
+    return int(args.func(args))
+
+
+# --- no engine needed ----------------------------------------------------------------------------
+
+def test_stat_median_and_decile_spread() -> None:
+    s = Stat.of([float(x) for x in range(1, 12)])  # 1..11
+    assert (s.n, s.median, s.p10, s.p90, s.min, s.max) == (11, 6.0, 2.0, 10.0, 1.0, 11.0)
+    one = Stat.of([3.0])
+    assert one.median == one.p10 == one.p90 == 3.0
+    with pytest.raises(ValueError, match="repetition count"):
+        Stat.of([])
+
+
+def test_ratio_is_median_over_the_compared_rows_median() -> None:
+    rows = [row("step.repogym.true", "a", "ms", [2.0, 2.0]),
+            row("step.exec_run.true", "b", "ms", [50.0, 60.0])]
+    rows = compare(rows, "step.exec_run.true", "step.repogym.true")
+    assert rows[1].ratio == pytest.approx(27.5) and rows[1].vs == "step.repogym.true"
+    assert rows[0].ratio is None
+
+
+def test_targets_say_met_or_missed_and_skip_what_was_not_measured() -> None:
+    rows = compare([row("step.repogym.true", "a", "ms", [7.0]),
+                    row("step.exec_run.true", "b", "ms", [140.0]),
+                    Row("reset.warm", "reset", "c", "ms", None, note="not measured: x")],
+                   "step.exec_run.true", "step.repogym.true")
+    goals = {t["row"]: t["met"] for t in targets(rows)}
+    assert goals == {"step.repogym.true": False, "step.exec_run.true": True}
+
+
+def test_pytest_seconds_reads_the_summary_line() -> None:
+    log = "PASSED t.py::a\n=========== 1 failed, 69 passed in 0.49s ===========\n"
+    assert pytest_seconds(log) == 0.49
+    assert pytest_seconds("==== 3 passed in 61.20s (0:01:01) ====") == 61.2
+    assert pytest_seconds("no summary here") is None
+
+
+def test_config_rejects_bad_values_with_what_to_change() -> None:
+    with pytest.raises(ValueError, match="choose from"):
+        BenchConfig(sections=("step", "warp"))
+    with pytest.raises(ValueError, match=">= 1"):
+        BenchConfig(steps=0)
+    with pytest.raises(ValueError, match="env counts"):
+        BenchConfig(parallel=(0,))
+
+
+def test_options_map_onto_the_config() -> None:
+    config = bench.config_from(parse("--only", "step,reset,memory", "--skip", "memory",
+                                     "--parallel", "1,3", "--steps", "7"))
+    assert config.sections == ("step", "reset") and config.parallel == (1, 3)
+    assert config.steps == 7
+    quick = bench.config_from(parse("--quick"))
+    assert quick.steps < BenchConfig().steps and quick.parallel_seconds <= 1.0
+    assert run_cli("--only", "nothing") == 2
+
+
+# --- a real engine -------------------------------------------------------------------------------
+
+MEASURED = [
+    "step.repogym.true", "step.shell.true", "step.docker_exec.true", "step.exec_run.true",
+    "step.repogym.ls", "reset.warm", "reset.fresh", "reset.bare_run", "reset.refill",
+    "grade.pytest", "grade.test_cmd", "grade.submit", "grade.overhead", "grade.harness",
+    "grade.cold",
+    "parallel.steps_per_s.1", "parallel.steps_per_s.2", "parallel.latency.2",
+    "memory.container", "memory.process", "memory.python", "teardown.close",
+]
+
+
+@pytest.mark.docker
+def test_quick_bench_measures_every_section(tmp_path: Path,
+                                            capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "bench.json"
+    assert run_cli("--quick", "--skip", "swebench", "--parallel-seconds", "0.5",
+                   "--out", str(out)) == 0
+    result = json.loads(out.read_text())
+    rows = {r["key"]: r for r in result["rows"]}
+    missing = [k for k in MEASURED if rows.get(k, {}).get("stat") is None]
+    assert not missing, f"not measured: {missing}"
+    assert rows["step.repogym.true"]["stat"]["n"] == 10
+    for key, vs in [("step.exec_run.true", "step.repogym.true"), ("reset.fresh", "reset.warm"),
+                    ("parallel.steps_per_s.2", "parallel.steps_per_s.1")]:
+        assert rows[key]["vs"] == vs and rows[key]["ratio"] > 0
+    assert rows["grade.submit"]["note"] == "gold patch resolved 1/1"
+    assert rows["memory.container"]["stat"]["median"] > 0
+    assert {t["row"] for t in result["targets"]} >= {"step.repogym.true", "reset.fresh"}
+    printed = capsys.readouterr().out
+    assert "p10-p90" in printed and "steps/s, 2 env(s)" in printed
+
+
+@pytest.mark.docker
+@pytest.mark.slow
+def test_swebench_run_instance_is_measured_on_our_image(tmp_path: Path) -> None:
+    out = tmp_path / "bench.json"
+    assert run_cli("--quick", "--only", "grade,swebench", "--logs-dir", str(tmp_path / "logs"),
+                   "--out", str(out)) == 0
+    rows = {r["key"]: r for r in json.loads(out.read_text())["rows"]}
+    assert rows["swebench.total"]["stat"] is not None, rows["swebench.total"]["note"]
+    total, report = rows["swebench.total"]["stat"], rows["swebench.report"]["stat"]
+    assert total["median"] >= report["median"] > 0
+    assert rows["swebench.total"]["vs"] == "grade.submit"
