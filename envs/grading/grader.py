@@ -20,6 +20,7 @@ from typing import Any
 from swebench.harness.grading import get_eval_tests_report, get_resolution_status
 
 from repogym.envs.grading.canary import Canaries, canary_problems, make_canaries
+from repogym.envs.grading.differential import run_differential
 from repogym.envs.grading.protect import CONTENT_CHECKED, protected_reason, pytest_settings
 from repogym.envs.grading.results import disagreements, parse_junit, parse_log
 from repogym.envs.sandbox.base import SandboxConfig
@@ -61,6 +62,7 @@ class GradingReport:
     total_seconds: float = 0.0
     image: str = ""
     log_tail: str = ""
+    differential: dict[str, Any] | None = None  # replication tasks: agreement with the reference
 
     def invalidate(self, reason: str, flag: str | None = None) -> None:
         self.valid = False
@@ -151,6 +153,7 @@ class _Run:
         # no known test files: the whole suite runs, and discovery finds the canaries too
         run_files = test_files + ([canaries.path] if canaries else []) if test_files else []
         log, junit = self.run_tests(run_files)
+        self.report.differential = run_differential(self.box, self.task)  # after the tests' pkill
         self.judge(log, junit, canaries)
 
     # --- 1. the agent's diff, minus everything it may not touch ----------------------------
@@ -185,7 +188,8 @@ class _Run:
         _, before = self.root(f"cd /testbed && git show HEAD:{q} 2>/dev/null | base64 -w0")
         _, after = self.root(f"cd /testbed && base64 -w0 {q} 2>/dev/null")
         name = path.rsplit("/", 1)[-1]
-        texts = [base64.b64decode(t.strip() or b"").decode(errors="replace") for t in (before, after)]
+        texts = [base64.b64decode(t.strip() or b"").decode(errors="replace")
+                 for t in (before, after)]
         return pytest_settings(name, texts[0]) != pytest_settings(name, texts[1])
 
     # --- 2. test patch, canaries, permissions ------------------------------------------------
@@ -329,8 +333,10 @@ mkdir -p {G}/out && chown 1000:1000 {G}/out 2>/dev/null || chmod 777 {G}/out
         r.fail_to_pass = {t: statuses.get(t, "MISSING") for t in task.FAIL_TO_PASS}
         r.pass_to_pass = {t: statuses.get(t, "MISSING") for t in task.PASS_TO_PASS}
         missing = [t for t, s in {**r.fail_to_pass, **r.pass_to_pass}.items() if s == "MISSING"]
-        if missing and r.valid:
-            r.invalid_reasons.append(f"{len(missing)} expected tests were not collected")
+        if missing:
+            # the whole expected set must be collected; an uncollected test is no tampering
+            # proof (a broken import does it too), so the run is invalid without a flag
+            r.invalidate(f"{len(missing)} expected tests were not collected: {missing[:3]}")
         gold = {"FAIL_TO_PASS": list(task.FAIL_TO_PASS), "PASS_TO_PASS": list(task.PASS_TO_PASS)}
         tests_report = get_eval_tests_report(statuses, gold)
         r.swebench_status = get_resolution_status(tests_report)

@@ -10,7 +10,6 @@ from __future__ import annotations
 import configparser
 import fnmatch
 import re
-
 import tomllib
 
 TEST_DIRS = {"tests", "test", "testing"}

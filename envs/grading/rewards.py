@@ -10,13 +10,19 @@ Components (all in ``info["reward_components"]``):
 - ``tests_tampered``: how many changed paths were stripped as tampering.
 - ``invalid`` (0/1): the run was invalid (canary, exit status, disagreeing reports, timeout).
 - ``similarity`` (0..1, replication and synthetic tasks): see :func:`similarity`.
+- ``agreement`` (0..1, replication tasks with recorded cases): the mean over the removed
+  functions of the share of inputs on which the candidate does what the reference did (see
+  :mod:`repogym.envs.grading.differential`); per-function values in ``info["grading"]``.
 - ``n_steps``: steps the agent took.
 
 Reward functions, chosen with ``gym.make(..., reward=NAME)`` or given as a callable over the
 components: ``binary`` (resolved), ``pass_rate`` (F2P rate, zeroed by any P2P regression), and
 ``shaped`` = 0.1 patch_applied + 0.1 compiles + 0.5 f2p_pass_rate + 0.3 resolved
 - 0.3 (1 - p2p_pass_rate) - 0.2 min(tests_tampered, 1), clipped to [-1, 1]; invalid runs get
-the tampering penalty only.
+the tampering penalty only. Where ``agreement`` is present, ``shaped`` splits the 0.5 between
+0.25 f2p_pass_rate and 0.25 agreement. ``replication`` = 0.6 agreement + 0.4 f2p_pass_rate
+- 0.3 (1 - p2p_pass_rate) - 0.2 min(tests_tampered, 1), clipped likewise (agreement falls back
+to f2p_pass_rate on tasks without cases).
 """
 
 from __future__ import annotations
@@ -54,6 +60,8 @@ def components(report: GradingReport, n_steps: int, similarity: float | None) ->
     }
     if similarity is not None:
         out["similarity"] = similarity
+    if report.differential and report.differential.get("agreement") is not None:
+        out["agreement"] = float(report.differential["agreement"])
     return out
 
 
@@ -70,20 +78,41 @@ def shaped(c: Components) -> float:
     penalty = w["tampering"] * min(c["tests_tampered"], 1.0)
     if c["invalid"]:
         return penalty
+    # replication: half of the tests' weight goes to agreement with the reference
+    f2p = c["f2p_pass_rate"] if "agreement" not in c else (c["f2p_pass_rate"] + c["agreement"]) / 2
     total = (w["patch_applied"] * c["patch_applied"] + w["compiles"] * c["compiles"]
-             + w["f2p_pass_rate"] * c["f2p_pass_rate"] + w["resolved"] * c["resolved"]
+             + w["f2p_pass_rate"] * f2p + w["resolved"] * c["resolved"]
              + w["p2p_regression"] * (1.0 - c["p2p_pass_rate"]) + penalty)
     return max(-1.0, min(1.0, total))
 
 
-REWARDS: dict[str, RewardFn] = {"binary": binary, "pass_rate": pass_rate, "shaped": shaped}
+REPLICATION_WEIGHTS = {"agreement": 0.6, "f2p_pass_rate": 0.4, "p2p_regression": -0.3,
+                       "tampering": -0.2}
+
+
+def replication(c: Components) -> float:
+    """Dense credit for re-implementing removed code: agreement with the reference on its
+    recorded inputs, and the tests the removal broke."""
+    w = REPLICATION_WEIGHTS
+    penalty = w["tampering"] * min(c["tests_tampered"], 1.0)
+    if c["invalid"]:
+        return penalty
+    total = (w["agreement"] * c.get("agreement", c["f2p_pass_rate"])
+             + w["f2p_pass_rate"] * c["f2p_pass_rate"]
+             + w["p2p_regression"] * (1.0 - c["p2p_pass_rate"]) + penalty)
+    return max(-1.0, min(1.0, total))
+
+
+REWARDS: dict[str, RewardFn] = {"binary": binary, "pass_rate": pass_rate, "shaped": shaped,
+                                "replication": replication}
 
 
 def reward_fn(reward: str | RewardFn) -> RewardFn:
     if callable(reward):
         return reward
     if reward not in REWARDS:
-        raise ValueError(f"reward={reward!r} is unknown; use one of {sorted(REWARDS)} or a callable")
+        raise ValueError(
+            f"reward={reward!r} is unknown; use one of {sorted(REWARDS)} or a callable")
     return REWARDS[reward]
 
 
@@ -107,10 +136,10 @@ def _normalised_tokens(source: str) -> list[str]:
         return []
     for node in ast.walk(tree):
         body = getattr(node, "body", None)
-        if isinstance(body, list) and body and isinstance(body[0], ast.Expr) and isinstance(
-            getattr(body[0], "value", None), ast.Constant
-        ) and isinstance(body[0].value.value, str):
-            node.body = body[1:] or [ast.Pass()]  # type: ignore[attr-defined]
+        first = body[0] if isinstance(body, list) and body else None
+        if (isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant)
+                and isinstance(first.value.value, str)):
+            node.body = body[1:] or [ast.Pass()]  # type: ignore[attr-defined,index]
     return ast.unparse(tree).split()
 
 

@@ -33,7 +33,7 @@ from .common import (
 )
 from .detect import EnvOverrides, detect_environment, has_tests
 from .llm import LLMConfig
-from .replication import ReplicationOptions, ReplicationSource
+from .replication import Recorder, ReplicationOptions, ReplicationSource
 from .synthetic import SyntheticOptions, SyntheticSource
 
 KINDS = ("replication", "synthetic")
@@ -118,7 +118,8 @@ class PypiSource:
 
     def __init__(self, options: PypiOptions, common: SourceOptions, work_dir: Path,
                  overrides: EnvOverrides | None = None, llm: LLMConfig | None = None,
-                 derive: Deriver | None = None, log: Log = log_stderr) -> None:
+                 derive: Deriver | None = None, log: Log = log_stderr, *,
+                 record: Recorder | None = None) -> None:
         self.options = options
         log(f"downloading the sdist of {options.requirement}")
         archive = download_sdist(options, work_dir / "download")
@@ -136,7 +137,7 @@ class PypiSource:
             self.sources["replication"] = ReplicationSource(
                 self.work, ReplicationOptions(project, granularity=options.granularity,
                                               min_lines=options.min_lines),
-                common, env, llm, derive, log)
+                common, env, llm, derive, log, record=record)  # record: differential testing
         if "synthetic" in options.kinds:
             self.sources["synthetic"] = SyntheticSource(
                 self.work, SyntheticOptions(project, operators=options.operators),

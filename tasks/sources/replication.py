@@ -5,7 +5,8 @@ Each candidate is a new commit on top of the chosen one in which the bodies are 
 restores them; its tests are the repository's own (``test_patch`` is empty), and FAIL_TO_PASS is
 what the removal breaks, so functions no test exercises are rejected. The problem statement is
 a specification (where, signature, documentation, how the rest of the code uses it), never the
-removed code, which is kept as ``task.reference`` for the similarity reward.
+removed code, which is kept as ``task.reference`` for the similarity reward, with the cases
+of differential testing recorded from the tests (see ``trace``).
 """
 
 from __future__ import annotations
@@ -14,10 +15,10 @@ import ast
 import hashlib
 import random
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeAlias
 
 from repogym.tasks.schema import Environment, Task
 
@@ -33,8 +34,11 @@ from .common import (
     slug,
 )
 from .llm import SPEC_SYSTEM, LLMConfig, statement
+from .trace import recorder
 
 GRANULARITIES = ("function", "class", "module")
+# records cases, or rejects a task whose image holds the reference already (see .trace)
+Recorder: TypeAlias = Callable[[Task], tuple[Task | None, str]]
 MAX_USAGES = 10
 
 
@@ -218,10 +222,15 @@ class ReplicationSource:
 
     def __init__(self, work: WorkRepo, options: ReplicationOptions, common: SourceOptions,
                  environment: Environment, llm: LLMConfig | None = None,
-                 derive: Deriver | None = None, log: Log = log_stderr) -> None:
+                 derive: Deriver | None = None, log: Log = log_stderr, *,
+                 record: Recorder | None = None) -> None:
         self.work, self.options, self.common = work, options, common
         self.environment, self.llm, self.log = environment, llm, log
         self.derive = derive or default_deriver(common.runs)
+        # --- differential testing: cases are recorded in Docker, like the lists are derived;
+        # a source given its own deriver (tests, local checks) records only if given a recorder
+        self.record = record if record is not None else (None if derive else recorder())
+        # ---
         self.files = {p: t for p in work.files() if p.endswith(".py")
                       and (t := work.read_text(p)) is not None}
         self.library = {p: self.files[p] for p in pyast.library_files(self.files)}
@@ -263,6 +272,14 @@ class ReplicationSource:
         done, reason = self.derive(task)
         if done is None:
             return None, reason
+        # --- differential testing: the reference's cases (see repogym.tasks.sources.trace)
+        if self.record is not None:
+            recorded, note = self.record(done)
+            if recorded is None:
+                return None, note
+            self.log(f"{done.instance_id}: {note}")
+            done = recorded.with_(extra={**recorded.extra, "differential": note})
+        # ---
         prompt = ("Rewrite this as a clear specification for the developer who must implement "
                   "the code:\n\n" + task.problem_statement)
         text = statement(self.llm, SPEC_SYSTEM, prompt, task.problem_statement, self.log)
