@@ -55,8 +55,10 @@ class SWEEnv(gym.Env[str, Any]):
 
     ## Rewards
     0.0 on every step but the last. On ``submit`` the reward comes from ``reward``:
-    ``"binary"`` (default: 1.0 when resolved), ``"pass_rate"``, ``"shaped"``, or a callable
-    over ``info["reward_components"]``. ``info["grading"]`` holds the per-test report and
+    ``"binary"`` (default: 1.0 when resolved), ``"pass_rate"``, ``"shaped"``,
+    ``"replication"`` (agreement with the reference and the tests), or a callable over
+    ``info["reward_components"]``. ``info["grading"]`` holds the per-test report (and, for
+    replication tasks, ``differential``: agreement per removed function) and
     ``info["flags"]`` every tampering attempt detected.
 
     ## Starting State
@@ -156,13 +158,20 @@ class SWEEnv(gym.Env[str, Any]):
               ) -> tuple[str, dict[str, Any]]:
         super().reset(seed=seed)
         options = options or {}
-        self._release()
         rng_seed = int(self.np_random.integers(2**31))
         import random
 
-        self.task = pick(self.tasks, options.get("task_id"), random.Random(rng_seed))
-        self.image = self._image(self.task)
+        task = pick(self.tasks, options.get("task_id"), random.Random(rng_seed))
+        image = self._image(task)
+        # take the next container before handing back the last one: the pool can then reset
+        # the used one in place while this episode runs
+        previous = self.sandbox
+        self.sandbox = None
+        self._release()
+        self.task, self.image = task, image
         self.sandbox = self._sandbox(self.task, self.image)
+        if previous is not None:
+            self._give_back(previous)
         self.grader.warm(self.image.tag)
         self.toolbox = Toolbox(self.sandbox, bash_timeout=self.bash_timeout)
         self._episodes += 1
@@ -178,10 +187,11 @@ class SWEEnv(gym.Env[str, Any]):
             "image": self.image.tag,
         }
         if self.record_dir is not None:
-            self.recorder = EpisodeRecorder(self.record_dir, self.task.instance_id, self._episodes,
-                                            f"{self.run_id}-{id(self):x}")
-            self.recorder.write("reset", task_id=self.task.instance_id, task_hash=self.task.task_hash,
-                                seed=seed, observation=obs, image=self.image.tag, model=self.model)
+            self.recorder = EpisodeRecorder(self.record_dir, self.task.instance_id,
+                                            self._episodes, f"{self.run_id}-{id(self):x}")
+            self.recorder.write("reset", task_id=self.task.instance_id,
+                                task_hash=self.task.task_hash, seed=seed, observation=obs,
+                                image=self.image.tag, model=self.model)
             info["record"] = str(self.recorder.path)
         self._last_obs = obs
         return obs, info
@@ -221,8 +231,8 @@ class SWEEnv(gym.Env[str, Any]):
 
     def step(self, action: Any) -> tuple[str, SupportsFloat, bool, bool, dict[str, Any]]:
         if self._done or self.toolbox is None:
-            info = {"action_error": "the episode is over: call reset() first"}
-            return "The episode is over: call reset() to start a new one.", 0.0, True, False, info
+            over = {"action_error": "the episode is over: call reset() first"}
+            return "The episode is over: call reset() to start a new one.", 0.0, True, False, over
         started = time.monotonic()
         self._steps += 1
         info: dict[str, Any] = {"step": self._steps, "action_error": None}
@@ -329,15 +339,23 @@ class SWEEnv(gym.Env[str, Any]):
             self.recorder.close()
             self.recorder = None
         if self.sandbox is not None:
-            if self.pool is not None:
-                self.pool.release(self.sandbox)
-            else:
-                self.sandbox.close()
+            self._give_back(self.sandbox)
             self.sandbox = None
-            self.toolbox = None
+        self.toolbox = None
+
+    def _give_back(self, sandbox: Sandbox) -> None:
+        if self.pool is not None:
+            self.pool.release(sandbox)
+        else:
+            sandbox.close()
 
     def close(self) -> None:
-        self._release()
+        if self.recorder is not None:
+            self.recorder.close()
+            self.recorder = None
+        if self.sandbox is not None:  # closing: no point resetting it for reuse
+            self.sandbox.close()
+            self.sandbox = None
         if self.pool is not None:
             self.pool.close()
         self._done = True

@@ -1,5 +1,5 @@
 """The only code that talks to containers."""
 
-from repogym.envs.sandbox.base import ExecResult, Sandbox, SandboxConfig
+from repogym.envs.sandbox.base import ExecResult, Sandbox, SandboxConfig, SandboxLost
 
-__all__ = ["ExecResult", "Sandbox", "SandboxConfig"]
+__all__ = ["ExecResult", "Sandbox", "SandboxConfig", "SandboxLost"]

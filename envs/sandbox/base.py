@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import os
+import re
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol, runtime_checkable
+
+from repogym.errors import RepogymError
 
 LABEL_PREFIX = "org.repogym"
 LABEL_RUN = f"{LABEL_PREFIX}.run"
@@ -14,6 +17,34 @@ LABEL_HOST = f"{LABEL_PREFIX}.owner-host"
 LABEL_PID = f"{LABEL_PREFIX}.owner-pid"
 LABEL_ROLE = f"{LABEL_PREFIX}.role"
 LABEL_MANAGED = f"{LABEL_PREFIX}.managed"
+
+# With a read-only root these are the only writable paths (besides /tmp and /dev/shm), each a
+# size-limited tmpfs, so no agent can fill the host's disk. The repository and the user's home
+# are filled from the image's pristine copy when the container starts.
+DEFAULT_WRITABLE: tuple[tuple[str, str], ...] = (
+    ("/testbed", "1g"),
+    ("/home/repogym", "128m"),
+    ("/var/tmp", "64m"),
+    ("/opt/repogym-grade", "64m"),
+)
+SHM_SIZE = 64 << 20  # Docker's default /dev/shm
+PROCESS_ROOM = 256 << 20
+_UNITS = {"": 1, "b": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30}
+
+
+def parse_size(text: str) -> int:
+    """Bytes in a Docker size such as ``512m`` or ``2g``."""
+    match = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([bkmg]?)b?\s*", str(text).lower())
+    if not match:
+        raise ValueError(f"{text!r} is not a size")
+    return int(float(match.group(1)) * _UNITS[match.group(2)])
+
+
+class SandboxLost(RepogymError):
+    """The container stopped or vanished under a running episode: the engine restarted, or
+    someone removed it. Neither the agent's doing nor a failure it could cause (the agent runs
+    unprivileged and cannot stop its container), so it is not a :class:`SandboxError` that the
+    environment may turn into an observation: it propagates, and the episode runs again."""
 
 
 @dataclass(frozen=True)
@@ -35,7 +66,13 @@ class ExecResult:
 
 @dataclass(frozen=True)
 class SandboxConfig:
-    """How to start one sandbox. Limits are per container."""
+    """How to start one sandbox. Limits are per container.
+
+    ``read_only`` (default) starts the container with a read-only root file system; only the
+    ``writable`` paths (path, size), ``/tmp`` (``tmpfs_size``) and ``/dev/shm`` can be written,
+    all of them size-limited tmpfs counted against ``memory``. Images without the pristine
+    copy that fills them start with a writable root instead.
+    """
 
     image: str
     run_id: str = field(default_factory=lambda: default_run_id())
@@ -48,6 +85,8 @@ class SandboxConfig:
     pids_limit: int = 256
     output_limit: int = 32_000
     tmpfs_size: str = "256m"
+    read_only: bool = True
+    writable: tuple[tuple[str, str], ...] = DEFAULT_WRITABLE
     cap_add: tuple[str, ...] = ()
     shell: bool = True
     env: tuple[tuple[str, str], ...] = ()
@@ -64,6 +103,35 @@ class SandboxConfig:
             raise ValueError(f"cpus={self.cpus} must be in (0, 64].")
         if not self.run_id.replace("-", "").isalnum():
             raise ValueError(f"run_id={self.run_id!r}: use letters, digits and '-' only.")
+        self._check_writable()
+
+    def _check_writable(self) -> None:
+        """tmpfs pages count against the container's memory: full tmpfs mounts must still leave
+        room for the processes, or filling them would make the kernel kill everything."""
+        sizes = {"memory": self.memory, "tmpfs_size": self.tmpfs_size,
+                 **{f"writable {path}": size for path, size in self.writable}}
+        parsed = {}
+        for name, text in sizes.items():
+            try:
+                parsed[name] = parse_size(text)
+            except ValueError:
+                raise ValueError(f"{name}={text!r} is not a size: write e.g. 512m or 2g.") from None
+        for path, _ in self.writable:
+            if not path.startswith("/") or path in ("/", "/tmp"):
+                raise ValueError(f"writable path {path!r}: give an absolute path other than / "
+                                 "and /tmp (/tmp is sized by tmpfs_size).")
+        if not self.read_only:
+            return
+        if self.workdir not in {path for path, _ in self.writable}:
+            raise ValueError(f"workdir={self.workdir!r} is not among the writable paths of a "
+                             "read-only container: add it to writable, or pass read_only=False.")
+        mounts = sum(v for k, v in parsed.items() if k != "memory") + SHM_SIZE
+        if mounts > parsed["memory"] - PROCESS_ROOM:
+            raise ValueError(
+                f"the writable mounts hold up to {mounts >> 20} MiB, which leaves less than "
+                f"{PROCESS_ROOM >> 20} MiB of memory={self.memory} for processes: lower "
+                "tmpfs_size or the writable sizes, or raise memory."
+            )
 
 
 def default_run_id() -> str:

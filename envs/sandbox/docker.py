@@ -17,7 +17,13 @@ from typing import Any
 import docker.errors
 
 from repogym.envs.sandbox import owners
-from repogym.envs.sandbox.base import LABEL_ROLE, LABEL_RUN, ExecResult, SandboxConfig
+from repogym.envs.sandbox.base import (
+    LABEL_ROLE,
+    LABEL_RUN,
+    ExecResult,
+    SandboxConfig,
+    SandboxLost,
+)
 from repogym.envs.sandbox.client import docker_client, engine_errors
 from repogym.envs.sandbox.pristine import NO_PRISTINE, fill_script, sources
 from repogym.envs.sandbox.shell import OutputCapture, Shell, ShellDied
@@ -84,10 +90,12 @@ class DockerSandbox:
         self.user = cfg.user if cfg.user and cfg.user == image_user else None
         labels = {**owners.owner_labels(), LABEL_RUN: cfg.run_id, LABEL_ROLE: cfg.role}
         labels.update(dict(cfg.labels))
-        with _start_slots, engine_errors(f"start a container from {cfg.image}"):
-            self.container = self._run_container(labels)
+        # tracked before it exists: a start that fails half way (created, never started)
+        # leaves nothing behind either
         owners.track(self.name, self._remove)
         try:
+            with _start_slots, engine_errors(f"start a container from {cfg.image}"):
+                self.container = self._run_container(labels)
             if self.read_only and not self._fill(clear=False):
                 self._restart_writable(labels)
         except BaseException:
@@ -217,7 +225,7 @@ class DockerSandbox:
     def _remove(self) -> None:
         with engine_errors(f"remove {self.name}"):
             try:
-                self.container.remove(force=True, v=True)
+                self.client.api.remove_container(self.name, force=True, v=True)
             except docker.errors.NotFound:
                 pass
             except docker.errors.APIError as exc:
@@ -244,8 +252,9 @@ class DockerSandbox:
         """Starts a new shell after the old one died.
 
         A container that stopped is an infrastructure failure when the agent runs
-        unprivileged (it cannot stop it: the container's processes are root's); it raises, and
-        the episode runs again. A root agent may have stopped it itself: it is restarted.
+        unprivileged (it cannot stop it: the container's processes are root's): it raises
+        :class:`SandboxLost`, and the episode runs again. A root agent may have stopped it
+        itself: it is restarted.
         """
         cwd = (self._shell.cwd if self._shell else None) or self.workdir
         if self._shell is not None:
@@ -254,8 +263,8 @@ class DockerSandbox:
         state = self.state()
         if state != "running":
             if self.user is not None or state == "removed":
-                raise SandboxError(f"{self.name} is {state}: the engine restarted or someone "
-                                   "removed it; run the episode again.")
+                raise SandboxLost(f"{self.name} is {state}: the engine restarted or someone "
+                                  "removed it; run the episode again.")
             reason += self._restart_container()
         for attempt in range(3):
             try:

@@ -2,43 +2,59 @@
 
 A used container is never handed out as it is. With ``reuse=True`` it is reset in place in the
 background: every process of the agent's user killed, the repository and the user's home put
-back from the pristine copy the image carries, the temporary folders emptied, and the result
-verified: no agent process left, the repository identical to the pristine copy, and no change
-in the container's writable layer outside the paths that were just restored (``docker diff``).
-A container whose reset cannot be verified is removed instead.
+back from the pristine copy the image carries, the temporary folders, POSIX message queues and
+System V IPC objects emptied, and the result verified: no agent process left, the repository
+identical to the pristine copy, and no change to the root file system (read-only by default;
+for a writable root, no change in the container's layer outside the restored paths, by
+``docker diff``). A container whose reset cannot be verified is removed instead.
 """
 
 from __future__ import annotations
 
 import queue
+import shlex
 import threading
+import time
 from collections import defaultdict
 from typing import Any
 
 from repogym.envs.sandbox.base import SandboxConfig
+from repogym.envs.sandbox.client import engine_errors
 from repogym.envs.sandbox.docker import DockerSandbox
+from repogym.envs.sandbox.pristine import PRISTINE, fill_script
 from repogym.errors import RepogymError
 
-PRISTINE = "/opt/repogym-pristine"
 # Paths the reset restores; a change anywhere else makes the container unusable.
-RESTORED = ("/testbed", "/home/repogym", "/tmp", "/var/tmp", "/dev/shm", "/root", "/opt/repogym-grade")
+RESTORED = ("/testbed", "/home/repogym", "/tmp", "/var/tmp", "/dev/shm", "/dev/mqueue", "/root",
+            "/opt/repogym-grade")
 RESET_CAPS = ("CHOWN", "DAC_OVERRIDE", "FOWNER", "KILL")
 
-RESET_SCRIPT = f"""set -u
-[ -d {PRISTINE}/testbed ] || {{ echo NO_PRISTINE; exit 3; }}
-pkill -9 -u repogym 2>/dev/null; for i in 1 2 3 4 5; do pgrep -u repogym >/dev/null || break; \
-sleep 0.02; pkill -9 -u repogym 2>/dev/null; done
-pgrep -u repogym >/dev/null && {{ echo PROCESSES_LEFT; exit 4; }}
-rm -rf /testbed /home/repogym || exit 5
-cp -a {PRISTINE}/testbed /testbed && cp -a {PRISTINE}/home /home/repogym || exit 6
-find /tmp /var/tmp /dev/shm -mindepth 1 -delete 2>/dev/null
-diff -rq --no-dereference {PRISTINE}/testbed /testbed >/dev/null || {{ echo TREE_DIFFERS; exit 7; }}
+
+def reset_script(box: DockerSandbox) -> str:
+    """Kills the agent's processes, refills its writable paths, empties the temporary folders
+    and checks the repository against the pristine copy."""
+    user = shlex.quote(box.user or "")
+    return f"""set -u
+pkill -9 -u {user} 2>/dev/null; for i in 1 2 3 4 5; do pgrep -u {user} >/dev/null || break; \
+sleep 0.02; pkill -9 -u {user} 2>/dev/null; done
+pgrep -u {user} >/dev/null && {{ echo PROCESSES_LEFT; exit 4; }}
+{fill_script(box.fill_targets(), clear=True)}
+find /tmp /var/tmp /dev/shm /dev/mqueue -mindepth 1 -delete 2>/dev/null
+diff -rq --no-dereference {PRISTINE}/testbed {shlex.quote(box.workdir)} >/dev/null \
+  || {{ echo TREE_DIFFERS; exit 7; }}
 echo RESET_OK
 """
 
 
 class SandboxPool:
-    """Started containers per (image, role); ``size`` kept ready for each."""
+    """Started containers per (image, role); ``size`` kept ready for each.
+
+    A container being reset counts as ready: ``acquire`` waits for it (a reset takes a fraction
+    of a second) rather than starting another one, and the background filler does not start
+    one in its place.
+    """
+
+    RECYCLE_WAIT = 60.0
 
     def __init__(self, size: int = 0, reuse: bool = True, grader_size: int = 0, **config: Any):
         if size < 0 or grader_size < 0:
@@ -46,12 +62,15 @@ class SandboxPool:
         self.size, self.reuse, self.config = size, reuse, config
         self.sizes = {"agent": size, "grader": grader_size}
         self._ready: dict[tuple[str, str], queue.Queue[DockerSandbox]] = defaultdict(queue.Queue)
+        self._resetting: dict[tuple[str, str], int] = defaultdict(int)
         self._configs: dict[tuple[str, str], dict[str, Any]] = {}
         self._lock = threading.Lock()
+        self._changed = threading.Condition()
         self._closed = False
         self._workers: list[threading.Thread] = []
         self._fillers: dict[tuple[str, str], threading.Thread] = {}
-        self.stats = {"hits": 0, "misses": 0, "reused": 0, "discarded": 0}
+        self.stats = {"hits": 0, "misses": 0, "reused": 0, "discarded": 0, "errors": 0}
+        self.errors: list[str] = []
 
     def _new(self, key: tuple[str, str]) -> DockerSandbox:
         image, role = key
@@ -59,21 +78,22 @@ class SandboxPool:
         if self.reuse and role == "agent":
             cfg["cap_add"] = tuple(sorted(set(cfg.get("cap_add", ())) | set(RESET_CAPS)))
         box = DockerSandbox(SandboxConfig(image=image, role=role, **cfg))
-        if self.reuse and role == "agent":
+        if self.reuse and role == "agent" and not box.read_only:
             # what the engine itself changed (init binary, /etc/hosts, ...) before any agent
-            box.baseline_changes = {c.get("Path", "") for c in box.container.diff() or []}
+            try:
+                with engine_errors(f"list the changes in {box.name}"):
+                    box.baseline_changes = {c.get("Path", "") for c in box.container.diff() or []}
+            except RepogymError:
+                box.close()
+                raise
         return box
 
     def acquire(self, image: str, role: str = "agent", **overrides: Any) -> DockerSandbox:
         key = (image, role)
         if overrides:
             self._configs[key] = {**self._configs.get(key, {}), **overrides}
-        box: DockerSandbox | None = None
-        try:
-            box = self._ready[key].get_nowait()
-            self.stats["hits"] += 1
-        except queue.Empty:
-            self.stats["misses"] += 1
+        box = self._take(key)
+        self.stats["hits" if box is not None else "misses"] += 1
         self._refill(key)
         if box is not None:
             if box.alive():
@@ -81,11 +101,33 @@ class SandboxPool:
             box.close()
         return self._new(key)
 
+    def _take(self, key: tuple[str, str]) -> DockerSandbox | None:
+        """A ready container, waiting for one being reset if there is one."""
+        deadline = time.monotonic() + self.RECYCLE_WAIT
+        with self._changed:
+            while True:
+                try:
+                    return self._ready[key].get_nowait()
+                except queue.Empty:
+                    pass
+                left = deadline - time.monotonic()
+                if not self._resetting[key] or left <= 0 or self._closed:
+                    return None
+                self._changed.wait(left)
+
+    def _put(self, key: tuple[str, str], box: DockerSandbox) -> None:
+        with self._changed:
+            self._ready[key].put(box)
+            self._changed.notify_all()
+
     def release(self, box: Any) -> None:
         """Takes a used sandbox back: reset in place in the background, or removed."""
         if not isinstance(box, DockerSandbox):
             box.close()
             return
+        key = (box.config.image, box.config.role)
+        with self._changed:
+            self._resetting[key] += 1
         worker = threading.Thread(target=self._recycle, args=(box,), daemon=True)
         with self._lock:
             self._workers = [w for w in self._workers if w.is_alive()] + [worker]
@@ -93,14 +135,31 @@ class SandboxPool:
 
     def _recycle(self, box: DockerSandbox) -> None:
         key = (box.config.image, box.config.role)
-        usable = (self.reuse and not self._closed and box.config.role == "agent"
-                  and self._ready[key].qsize() < max(self.size, 1) and reset_in_place(box))
-        if usable and not self._closed:
-            self.stats["reused"] += 1
-            self._ready[key].put(box)
-        else:
+        try:
+            if self._reusable(key) and reset_in_place(box) and not self._closed:
+                self.stats["reused"] += 1
+                self._put(key, box)
+                return
             self.stats["discarded"] += 1
             box.close()
+        except RepogymError as exc:
+            # the engine is gone: the container stays on the list removed at exit
+            self._failed(exc)
+        finally:
+            with self._changed:
+                self._resetting[key] -= 1
+                self._changed.notify_all()
+
+    def _reusable(self, key: tuple[str, str]) -> bool:
+        return (self.reuse and not self._closed and key[1] == "agent"
+                and self._ready[key].qsize() < max(self.size, 1))
+
+    def _failed(self, exc: RepogymError) -> None:
+        """A background thread's failure, kept for the owner (threads have no caller)."""
+        with self._lock:
+            self.stats["errors"] += 1
+            self.errors.append(str(exc)[:500])
+            del self.errors[:-20]
 
     def _refill(self, key: tuple[str, str]) -> None:
         if self.sizes.get(key[1], 0) <= 0 or self._closed:
@@ -114,15 +173,17 @@ class SandboxPool:
             thread.start()
 
     def _fill(self, key: tuple[str, str]) -> None:
-        while not self._closed and self._ready[key].qsize() < self.sizes.get(key[1], 0):
+        while (not self._closed and self._ready[key].qsize() + self._resetting[key]
+               < self.sizes.get(key[1], 0)):
             try:
                 box = self._new(key)
-            except RepogymError:
+            except RepogymError as exc:
+                self._failed(exc)  # acquire() starts one itself and raises what it hits
                 return
             if self._closed:
                 box.close()
                 return
-            self._ready[key].put(box)
+            self._put(key, box)
 
     def warm(self, image: str, role: str = "agent", **overrides: Any) -> None:
         """Starts filling the pool for ``image`` before the first ``acquire``."""
@@ -131,35 +192,62 @@ class SandboxPool:
         self._refill((image, role))
 
     def close(self) -> None:
-        self._closed = True
+        """Removes every container the pool holds; raises the first failure after trying all."""
+        with self._changed:
+            self._closed = True
+            self._changed.notify_all()
         for thread in [*self._fillers.values(), *self._workers]:
             thread.join(timeout=60)
+        first: RepogymError | None = None
         for q in self._ready.values():
             while True:
                 try:
-                    q.get_nowait().close()
+                    box = q.get_nowait()
                 except queue.Empty:
                     break
+                try:
+                    box.close()
+                except RepogymError as exc:
+                    first = first or exc
+        if first is not None:
+            raise first
 
 
 def reset_in_place(box: DockerSandbox) -> bool:
     """Restores a used container to the image's state and verifies it (see the module doc)."""
     try:
-        result = box.exec(["bash", "-c", RESET_SCRIPT], user="root", timeout=60)
+        if box.user is None:
+            return False  # a root agent's processes cannot be told from the container's own
+        result = box.exec(["bash", "-c", reset_script(box)], user="root", timeout=60)
         if result.exit_code != 0 or "RESET_OK" not in result.output:
             return False
-        if box.baseline_changes is None:
-            return False  # not started by a pool: nothing to compare the layer with
-        changes = box.container.diff() or []
-        for change in changes:
-            path = change.get("Path", "")
-            if path in box.baseline_changes:
-                continue
-            if not any(
-                    path == p or path.startswith(p + "/") or p.startswith(path + "/")
-                    for p in RESTORED):
-                return False
+        if not box.read_only and not _layer_unchanged(box):
+            return False
         box.restart_shell()
+        # System V IPC objects outlive their processes and only their owner may remove them
+        if box.run(IPC_CLEANUP, timeout=30).exit_code != 0:
+            return False
     except RepogymError:
         return False
     return box.alive()
+
+
+IPC_CLEANUP = ("command -p ipcrm -a 2>/dev/null; [ -z \"$(command -p ipcs -m -q -s 2>/dev/null "
+               "| command -p grep -E '^0x')\" ]")
+
+
+def _layer_unchanged(box: DockerSandbox) -> bool:
+    """No change in the writable layer outside the restored paths. (Under a read-only root the
+    kernel guarantees this, and ``docker diff`` is slow, so it only runs for writable roots.)"""
+    if box.baseline_changes is None:
+        return False  # not started by a pool: nothing to compare the layer with
+    with engine_errors(f"list the changes in {box.name}"):
+        changes = box.container.diff() or []
+    for change in changes:
+        path = change.get("Path", "")
+        if path in box.baseline_changes:
+            continue
+        if not any(path == p or path.startswith(p + "/") or p.startswith(path + "/")
+                   for p in RESTORED):
+            return False
+    return True

@@ -3,8 +3,9 @@
 Each command runs in a subshell that is its own process group (``set -m``), so a timeout kills
 the whole tree while the shell survives; ``cd`` and exports are carried back to the shell
 through a state file written when the subshell exits. The end of a command is a line with a
-fresh nonce, its exit code and the working folder. The host keeps only the head and the tail of
-the output, so a command that prints gigabytes costs bounded memory.
+fresh nonce, its exit code, whether its time ran out and the working folder. The host keeps
+only the head and the tail of the output, so a command that prints gigabytes costs bounded
+memory.
 """
 
 from __future__ import annotations
@@ -17,31 +18,54 @@ from typing import Protocol
 from repogym.envs.sandbox.base import ExecResult
 
 # Sent once when the shell starts. stdin carries the protocol, so commands get </dev/null.
+# fd 9 is a FIFO the shell holds open at both ends: nothing ever arrives on it, so a
+# `read -t` on it is a sleep that needs no process (the watchdog below).
 PRELUDE = r"""
 exec 2>&1
 set +o history
 __rg_state="${TMPDIR:-/tmp}/.repogym-state-$$"
 : > "$__rg_state"
 __rg_save() { { printf 'cd -- %q\n' "$PWD"; export -p; } > "$__rg_state" 2>/dev/null; }
-trap 'kill -KILL -- -$__rg_pid 2>/dev/null' USR1
+__rg_pid=
+__rg_to=0
+trap '__rg_to=1; [ -n "$__rg_pid" ] && kill -KILL -- -$__rg_pid 2>/dev/null' USR1
+__rg_fifo="${TMPDIR:-/tmp}/.repogym-wd-$$"
+__rg_wait=sleep
+{ command rm -f -- "$__rg_fifo"; command mkfifo -m 600 -- "$__rg_fifo" && exec 9<>"$__rg_fifo" \
+  && __rg_wait=fifo; command rm -f -- "$__rg_fifo"; } 2>/dev/null
+__rg_reap={reap}
+[ "$EUID" = 0 ] && __rg_reap=0
 printf '__RG_READY %d\n' "$$"
 """
 
+# One command. A watchdog started first (while process slots are certainly free) signals the
+# shell when the time is up; the shell's USR1 trap then kills the command's process group, so
+# a command that exhausts the process limit is still stopped without a new process. When the
+# shell runs unprivileged, `kill -KILL -1` afterwards ends every other process of its user
+# (kill(-1) spares the caller): nothing a command started outlives it, not even what left the
+# process group (setsid, nohup, a second job-control shell).
 COMMAND = r"""IFS= read -r -d '' __rg_cmd <<'__RG_EOF_{nonce}'
 {command}
 __RG_EOF_{nonce}
+__rg_pid=
+__rg_to=0
+if [ $__rg_wait = fifo ]; then ( read -r -t {timeout} -u 9; kill -USR1 $$ ) </dev/null >&- 2>&- &
+else ( command sleep {timeout}; kill -USR1 $$ ) </dev/null >/dev/null 2>&1 & fi
+__rg_wd=$!
 set -m
-( trap __rg_save EXIT; eval "${{__rg_cmd%$'\n'}}" ) </dev/null &
+( trap __rg_save EXIT; eval "${{__rg_cmd%$'\n'}}" ) </dev/null 9>&- &
 __rg_pid=$!
 set +m
-wait $__rg_pid 2>/dev/null; __rg_rc=$?
-while kill -0 $__rg_pid 2>/dev/null; do wait $__rg_pid 2>/dev/null; __rg_rc=$?; done
-kill -KILL -- -$__rg_pid 2>/dev/null
+{{ wait $__rg_pid; __rg_rc=$?
+while kill -0 $__rg_pid; do wait $__rg_pid; __rg_rc=$?; done
+kill -KILL $__rg_wd; wait $__rg_wd
+kill -KILL -- -$__rg_pid
+[ $__rg_reap = 1 ] && kill -KILL -1 && wait; }} 2>/dev/null
+__rg_pid=
 [ -s "$__rg_state" ] && . "$__rg_state" 2>/dev/null
 : > "$__rg_state"
-printf '\n__RG_END_{nonce} %d %s\n' "$__rg_rc" "$PWD"
+printf '\n__RG_END_{nonce} %d %d %s\n' "$__rg_rc" "$__rg_to" "$PWD"
 """
-
 
 class Transport(Protocol):
     """A byte stream to a shell, and a way to signal it."""
@@ -120,16 +144,27 @@ class _Capture(OutputCapture):
 
 
 class Shell:
-    """The host side of the protocol."""
+    """The host side of the protocol.
 
-    def __init__(self, transport: Transport, output_limit: int, start_timeout: float = 30.0):
+    ``reap_strays`` ends every other process of the shell's user after each command; only for
+    a shell alone in its container (never on the host, where it would end the user's session).
+    """
+
+    # after the time limit the shell's watchdog should answer at once; the host waits this much
+    # longer before signalling from outside, then gives the shell up
+    GRACE = 5.0
+    GIVE_UP = 10.0
+
+    def __init__(self, transport: Transport, output_limit: int, start_timeout: float = 30.0,
+                 reap_strays: bool = False):
         self.transport = transport
         self.output_limit = output_limit
+        self.reap_strays = reap_strays
         self.pid = self._handshake(start_timeout)
         self.cwd: str | None = None
 
     def _handshake(self, timeout: float) -> int:
-        self.transport.send(PRELUDE.encode())
+        self.transport.send(PRELUDE.replace("{reap}", str(int(self.reap_strays))).encode())
         buf = b""
         deadline = time.monotonic() + timeout
         while (m := re.search(rb"__RG_READY (\d+)\n", buf)) is None:
@@ -143,36 +178,41 @@ class Shell:
     def run(self, command: str, timeout: float) -> ExecResult:
         nonce = secrets.token_hex(8)
         marker = f"\n__RG_END_{nonce} ".encode()
-        script = COMMAND.format(nonce=nonce, command=command.replace("\x00", ""))
+        script = COMMAND.format(nonce=nonce, command=command.replace("\x00", ""),
+                                timeout=f"{max(timeout, 0.001):.3f}")
         start = time.monotonic()
         self.transport.send(script.encode("utf-8", errors="surrogateescape"))
-        cap = _Capture(self.output_limit, marker)
-        timed_out = False
-        deadline = start + timeout
-        hard_deadline = deadline + 10.0
+        end = self._read_until(_Capture(self.output_limit, marker), start + timeout)
+        return self._result(end, start)
+
+    def _read_until(self, cap: _Capture, deadline: float) -> tuple[bytes, _Capture, bool]:
+        """Output up to the end marker; signals from outside if the watchdog did not act."""
+        interrupted = False
         while True:
-            now = time.monotonic()
-            wait = (deadline if not timed_out else hard_deadline) - now
-            chunk = self.transport.recv(max(0.0, min(wait, 1.0)))
+            chunk = self.transport.recv(1.0)
             if chunk == b"":
                 raise ShellDied("the shell's stream ended")
-            if chunk is None:
-                if not timed_out and time.monotonic() >= deadline:
-                    timed_out = True
-                    self.transport.interrupt(self.pid)
-                elif timed_out and time.monotonic() >= hard_deadline:
-                    raise ShellDied("the shell did not answer after its command was killed")
-                continue
-            end = cap.feed(chunk)
-            if end is not None:
-                break
-        code_text, _, cwd = end.decode("utf-8", errors="replace").partition(" ")
+            if chunk:
+                end = cap.feed(chunk)
+                if end is not None:
+                    return end, cap, interrupted
+            late = time.monotonic() - deadline
+            if late > self.GRACE and not interrupted:
+                interrupted = True
+                self.transport.interrupt(self.pid)
+            elif late > self.GRACE + self.GIVE_UP:
+                raise ShellDied("the shell did not answer after its command was killed")
+
+    def _result(self, ended: tuple[bytes, _Capture, bool], start: float) -> ExecResult:
+        end, cap, interrupted = ended
+        code_text, timed_text, cwd = (end.decode("utf-8", errors="replace").split(" ", 2)
+                                      + ["", ""])[:3]
         self.cwd = cwd or self.cwd
         output, truncated = cap.text()
         return ExecResult(
             output=output,
             exit_code=int(code_text) if code_text.lstrip("-").isdigit() else -1,
-            timed_out=timed_out,
+            timed_out=timed_text == "1" or interrupted,
             truncated=truncated,
             n_bytes=cap.total,
             duration=time.monotonic() - start,
