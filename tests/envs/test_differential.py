@@ -410,8 +410,8 @@ def test_agreement_moves_with_correctness(graded: dict[str, Any]) -> None:
     assert 0.0 < agreement["lists_not_tuples"] < 1.0
     assert graded["drops_short_tail"].differential["functions"]["partition_all"]["cases"] == \
         graded["gold"].differential["cases"]
-    # differential testing adds seconds, not minutes
-    assert all(r.differential["seconds"] < 5.0 for r in graded.values())
+    # differential testing adds seconds, not minutes (the hacks below walk the disk on import)
+    assert all(r.differential["seconds"] < 5.0 for n, r in graded.items() if "hack" not in n)
 
 
 @pytest.mark.docker
