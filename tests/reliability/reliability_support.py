@@ -133,9 +133,10 @@ class SecondEngine:
     our own, keeps both engines apart; no iptables rules are touched.
     """
 
-    def __init__(self, root: Path, subnet: str = "100.117.213.1/24") -> None:
-        self.root, self.subnet = root, subnet
+    def __init__(self, root: Path) -> None:
+        self.root = root
         self.bridge = f"rgd{os.getpid() % 100000}"
+        self.subnet = f"100.117.{os.getpid() % 250}.1/24"  # shared address space, never routed
         self.host = f"unix://{root}/docker.sock"
         self.proc: subprocess.Popen[bytes] | None = None
 

@@ -42,7 +42,7 @@ def test_used_container_is_reset_verified_and_reused(toy_image: str) -> None:
 
 
 def test_change_outside_restored_paths_discards_the_container(toy_image: str) -> None:
-    pool = SandboxPool(size=0, reuse=True)
+    pool = SandboxPool(size=0, reuse=True, read_only=False)  # a writable root to tamper with
     try:
         box = pool.acquire(toy_image)
         writable = box.run("for d in /run/lock /var/lock /var/mail; do [ -w $d ] && echo $d; "
@@ -68,5 +68,5 @@ def test_prestarted_containers_are_handed_out(toy_image: str) -> None:
         pool.release(box)
     finally:
         pool.close()
-    client = docker_client()
-    assert not [c for c in client.containers.list(all=True) if c.name == box.name]
+    left = docker_client().api.containers(all=True, filters={"name": box.name})
+    assert not left
