@@ -135,7 +135,8 @@ def _warm_resets(ctx: Context, n: int) -> tuple[list[float], list[float], str]:
 
 
 def _run_containers(ctx: Context) -> int:
-    return len(docker_client().containers.list(
+    # one listing call: containers removed meanwhile must not break the count
+    return len(docker_client().api.containers(
         all=True, filters={"label": f"{LABEL_RUN}={ctx.run_id}"}))
 
 

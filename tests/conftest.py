@@ -43,12 +43,11 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
 
     deadline = time.monotonic() + 20  # grading containers are removed in the background
     while True:
-        mine = [
-            c.name
-            for c in docker_client().containers.list(
-                all=True, filters={"label": [f"{LABEL_MANAGED}=1", f"{LABEL_PID}={os.getpid()}"]}
-            )
-        ]
+        # one listing call: containers removed meanwhile must not break it
+        rows = docker_client().api.containers(
+            all=True, filters={"label": [f"{LABEL_MANAGED}=1", f"{LABEL_PID}={os.getpid()}"]}
+        )
+        mine = [(row.get("Names") or ["?"])[0].lstrip("/") for row in rows]
         if not mine or time.monotonic() > deadline:
             break
         time.sleep(0.5)

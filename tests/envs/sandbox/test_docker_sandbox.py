@@ -112,7 +112,7 @@ def test_close_removes_the_container_and_is_idempotent(toy_image: str) -> None:
     cid = sandbox.container.id
     sandbox.close()
     sandbox.close()
-    assert not docker_client().containers.list(all=True, filters={"id": cid})
+    assert not docker_client().api.containers(all=True, filters={"id": cid})
 
 
 def test_cleanup_removes_dead_owners_only(toy_image: str) -> None:
