@@ -107,8 +107,8 @@ class Toolbox:
         notes = []
         if result.timed_out:
             notes.append(
-                f"[the command timed out after {self.bash_timeout:g} s and was killed. Run long "
-                "jobs in the background (`cmd > log.txt 2>&1 &`) or narrow them down.]"
+                f"[the command timed out after {self.bash_timeout:g} s and was killed. Narrow it "
+                "down (fewer tests, a smaller input); processes do not outlive their command.]"
             )
         elif result.exit_code != 0:
             notes.append(f"[exit code {result.exit_code}]")

@@ -42,7 +42,7 @@ TOOL_SCHEMAS: list[dict] = [
         "Run a bash command in one persistent shell that starts in the repository root. The "
         "working folder and exported variables persist between calls. Each call has a time limit "
         "and its output is capped (head and tail are kept). stdin is closed, so do not start "
-        "interactive programs (editors, pagers, REPLs); run long jobs in the background.",
+        "interactive programs (editors, pagers, REPLs); background processes end with the call.",
         {"command": {"type": "string", "description": "The command line to run."}},
         ["command"],
     ),
