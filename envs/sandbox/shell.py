@@ -33,6 +33,10 @@ __rg_fifo="${TMPDIR:-/tmp}/.repogym-wd-$$"
 __rg_wait=sleep
 { command rm -f -- "$__rg_fifo"; command mkfifo -m 600 -- "$__rg_fifo" && exec 9<>"$__rg_fifo" \
   && __rg_wait=fifo; command rm -f -- "$__rg_fifo"; } 2>/dev/null
+# Whether a process of this user other than the shell is left; builtins only, no fork.
+# (`kill -0 -1` cannot tell: it succeeds while any process at all is visible.)
+__rg_left() { local d; for d in /proc/[0-9]*; do
+  [ "${d#/proc/}" != $$ ] && [ -O "$d" ] && return 0; done; return 1; }
 __rg_reap={reap}
 [ "$EUID" = 0 ] && __rg_reap=0
 printf '__RG_READY %d\n' "$$"
@@ -43,7 +47,9 @@ printf '__RG_READY %d\n' "$$"
 # a command that exhausts the process limit is still stopped without a new process. When the
 # shell runs unprivileged, `kill -KILL -1` afterwards ends every other process of its user
 # (kill(-1) spares the caller): nothing a command started outlives it, not even what left the
-# process group (setsid, nohup, a second job-control shell).
+# process group (setsid, nohup, a second job-control shell). It repeats until no process of the
+# user is left, zombies included (for at most about 3 s): a fork bomb's orphans hold process slots
+# until the container's init reaps them, and the next command needs free slots to start.
 COMMAND = r"""IFS= read -r -d '' __rg_cmd <<'__RG_EOF_{nonce}'
 {command}
 __RG_EOF_{nonce}
@@ -60,7 +66,9 @@ set +m
 while kill -0 $__rg_pid; do wait $__rg_pid; __rg_rc=$?; done
 kill -KILL $__rg_wd; wait $__rg_wd
 kill -KILL -- -$__rg_pid
-[ $__rg_reap = 1 ] && kill -KILL -1 && wait; }} 2>/dev/null
+[ $__rg_reap = 1 ] && kill -KILL -1 && {{ wait; __rg_n=0
+while __rg_left && [ $((__rg_n+=1)) -lt 300 ]; do kill -KILL -1; read -r -t 0.01 -u 9; done; }}
+}} 2>/dev/null
 __rg_pid=
 [ -s "$__rg_state" ] && . "$__rg_state" 2>/dev/null
 : > "$__rg_state"
