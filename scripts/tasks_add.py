@@ -217,6 +217,8 @@ def run_tasks_add(args: argparse.Namespace) -> int:
         print(f"stopped early: {result.stopped}", file=sys.stderr)
     print(f"wrote {report['tasks_file']} ({len(result.kept)} tasks) and "
           f"{args.out / 'report.json'}")
+    if result.stopped and result.stopped.startswith("interrupted"):
+        return 130
     if not result.kept:
         print("no candidate survived; see the reasons above (and report.json) and try more "
               "candidates (--max), another --seed, or another source.", file=sys.stderr)

@@ -279,10 +279,22 @@ def collect(source: TaskSource, max_candidates: int | None = None, log: Log = lo
 
     A ``TaskError`` while checking rejects that candidate; any other error stops the run, and
     so do ``MAX_INFRA_FAILURES`` infrastructure rejections in a row (Docker is down, the image
-    does not build): every later candidate would fail the same way.
+    does not build): every later candidate would fail the same way. An interrupt (Ctrl-C) stops
+    it too, keeping what was checked so far: the caller still writes it.
     """
     result = Collected()
     start = time.monotonic()
+    try:
+        _collect_into(result, source, max_candidates, log)
+    except KeyboardInterrupt:
+        result.stopped = f"interrupted after {result.tried} candidates"
+        log(f"stopping: {result.stopped}; writing the {len(result.kept)} tasks kept so far")
+    result.seconds = time.monotonic() - start
+    return result
+
+
+def _collect_into(result: Collected, source: TaskSource, max_candidates: int | None,
+                  log: Log) -> None:
     total = str(max_candidates) if max_candidates else "?"
     for task in source.candidates():
         if max_candidates is not None and result.tried >= max_candidates:
@@ -311,8 +323,6 @@ def collect(source: TaskSource, max_candidates: int | None = None, log: Log = lo
             result.stopped = f"{MAX_INFRA_FAILURES} infrastructure failures in a row: {reason}"
             log(f"stopping: {result.stopped}")
             break
-    result.seconds = time.monotonic() - start
-    return result
 
 
 def default_deriver(runs: int) -> Deriver:

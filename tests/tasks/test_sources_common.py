@@ -172,6 +172,24 @@ def test_collect_stops_at_max_and_after_repeated_infrastructure_failures() -> No
     assert result.stopped is not None and "infrastructure" in result.stopped
 
 
+class InterruptedSource(ListSource):
+    """Ctrl-C arrives while the third candidate is being checked."""
+
+    def check(self, task: Task) -> tuple[Task | None, str]:
+        if self.checked == 2:
+            raise KeyboardInterrupt
+        return super().check(task)
+
+
+def test_an_interrupt_keeps_what_was_checked() -> None:
+    lines: list[str] = []
+    source = InterruptedSource([_task("1-ok"), _task("2"), _task("3-ok"), _task("4-ok")])
+    result = collect(source, log=lines.append)
+    assert [t.instance_id for t in result.kept] == ["1-ok"] and result.tried == 2
+    assert result.stopped == "interrupted after 2 candidates"
+    assert "writing the 1 tasks kept so far" in lines[-1]
+
+
 def test_interleave_is_round_robin() -> None:
     a: list[Candidate] = [_task("a1"), _task("a2"), _task("a3")]
     b: list[Candidate] = [_task("b1")]
