@@ -7,10 +7,8 @@ See the README's "Grading and safety" for what is defended and what is not.
 
 from __future__ import annotations
 
-import base64
 import json
 import random
-import re
 import shlex
 import threading
 import time
@@ -19,17 +17,18 @@ from typing import Any
 
 from swebench.harness.grading import get_eval_tests_report, get_resolution_status
 
+from repogym.envs.grading import stage
 from repogym.envs.grading.canary import Canaries, canary_problems, make_canaries
 from repogym.envs.grading.differential import run_differential
-from repogym.envs.grading.protect import CONTENT_CHECKED, protected_reason, pytest_settings
 from repogym.envs.grading.results import disagreements, parse_junit, parse_log
 from repogym.envs.sandbox.base import SandboxConfig
 from repogym.envs.sandbox.docker import DockerSandbox
 from repogym.envs.sandbox.pool import SandboxPool
-from repogym.errors import GradingError
+from repogym.envs.sandbox.transport import exec_with_input
 from repogym.tasks.schema import Task
 
-G = "/opt/repogym-grade"
+G = stage.G
+CANARY_CANDIDATES = 6  # canary paths offered to the staging script; it plants the first free one
 PYTEST_PARSERS = {"pytest", "parse_log_pytest", "pytest_v2", "parse_log_pytest_v2",
                   "pytest_options", "parse_log_pytest_options"}
 GRADER_CAPS = ("CHOWN", "DAC_OVERRIDE", "FOWNER", "KILL")
@@ -127,7 +126,8 @@ class Grader:
 
 
 class _Run:
-    """One grading run in one container."""
+    """One grading run in one container: staging (one exec, two when a setup file must be
+    judged by content), the tests (one exec), the results (one exec)."""
 
     def __init__(self, grader: Grader, task: Task, box: DockerSandbox, report: GradingReport):
         self.g, self.task, self.box, self.report = grader, task, box, report
@@ -140,123 +140,82 @@ class _Run:
         return result.exit_code, result.output
 
     def grade(self, patch: str) -> None:
-        files = {"agent.patch": patch.encode("utf-8", errors="surrogateescape"),
-                 "test.patch": self.task.test_patch.encode("utf-8", errors="surrogateescape")}
-        self.box.put_files({f"repogym-grade/{k}": v for k, v in files.items()}, "/opt")
-        changed, existing = self.apply_agent_patch(bool(patch.strip()))
-        self.changed = changed
+        canaries = self.stage(patch)
         test_files = self.test_files()
-        canaries = None
-        if self.pytest and self.g.config.canaries:
-            canaries = make_canaries(test_files, existing | set(test_files), self.g.rng)
-        self.prepare(changed, canaries)
         # no known test files: the whole suite runs, and discovery finds the canaries too
         run_files = test_files + ([canaries.path] if canaries else []) if test_files else []
         log, junit = self.run_tests(run_files)
         self.report.differential = run_differential(self.box, self.task)  # after the tests' pkill
         self.judge(log, junit, canaries)
 
-    # --- 1. the agent's diff, minus everything it may not touch ----------------------------
+    # --- 1. staging: the agent's diff minus what it may not touch, test patch, canaries ------
 
-    def apply_agent_patch(self, nonempty: bool) -> tuple[list[str], set[str]]:
-        """Applies the agent's diff; returns the paths it touches and the repository's files."""
-        apply = (f"git apply --numstat -z {G}/agent.patch | base64 -w0; echo; "
-                 f"git apply --binary --whitespace=nowarn {G}/agent.patch >{G}/apply.log 2>&1; "
-                 f"echo APPLY=$?; tail -c 2000 {G}/apply.log" if nonempty else "echo; echo APPLY=0")
-        _, out = self.root(f"cd /testbed && git ls-files -z | base64 -w0; echo; {apply}")
-        files_b64, encoded, rest = (out.split("\n", 2) + ["", ""])[:3]
-        existing = set(base64.b64decode(files_b64 or b"").decode(errors="replace").split("\0"))
-        self.report.patch_applied = rest.startswith("APPLY=0")
-        if not self.report.patch_applied:
-            self.report.flags.append("patch_failed")
-            self.report.log_tail = rest[-2000:]
-            return [], existing
-        return _numstat_paths(base64.b64decode(encoded or b"")), existing
-
-    def protected(self, changed: list[str]) -> dict[str, str]:
-        test_files = frozenset(_patch_paths(self.task.test_patch)) | set(
+    def stage(self, patch: str) -> Canaries | None:
+        r = self.report
+        nonempty = bool(patch.strip())
+        predicted = stage.patch_paths(patch)
+        task_tests = frozenset(stage.header_paths(self.task.test_patch)) | set(
             self.task.environment.test_files)
-        out = {p: r for p in changed if (r := protected_reason(p, test_files))}
-        for path in changed:
-            name = path.rsplit("/", 1)[-1]
-            if name in CONTENT_CHECKED and path not in out and self._pytest_config_changed(path):
-                out[path] = "pytest_config"
-        return out
-
-    def _pytest_config_changed(self, path: str) -> bool:
-        q = shlex.quote(path)
-        _, before = self.root(f"cd /testbed && git show HEAD:{q} 2>/dev/null | base64 -w0")
-        _, after = self.root(f"cd /testbed && base64 -w0 {q} 2>/dev/null")
-        name = path.rsplit("/", 1)[-1]
-        texts = [base64.b64decode(t.strip() or b"").decode(errors="replace")
-                 for t in (before, after)]
-        return pytest_settings(name, texts[0]) != pytest_settings(name, texts[1])
-
-    # --- 2. test patch, canaries, permissions ------------------------------------------------
-
-    def prepare(self, changed: list[str], canaries: Canaries | None) -> None:
-        stripped = self.protected(changed)
-        self.report.stripped = stripped
+        stripped = stage.protected_by_name(predicted, task_tests)
+        checked = stage.content_checked(predicted, stripped)
+        test_files = self.test_files()
+        candidates: list[Canaries] = []
+        if self.pytest and self.g.config.canaries:
+            taken = set(test_files) | set(predicted)
+            for _ in range(CANARY_CANDIDATES):
+                candidates.append(make_canaries(test_files, taken, self.g.rng))
+                taken.add(candidates[-1].path)
+        upload = stage.upload({"agent.patch": patch, "test.patch": self.task.test_patch})
+        first = stage.apply_script(nonempty, checked)
+        finish = lambda: stage.finish_script(  # noqa: E731 - built once stripped is final
+            sorted(stripped), candidates, test_files, self._protected_dirs(test_files, candidates))
+        if checked:  # the host must read those files before it knows what to strip
+            code, out = self._root_with_input(first, upload)
+            staged = stage.parse(out, checked)
+            for path in checked:
+                if staged.applied and stage.config_changed(path, *staged.contents[path]):
+                    stripped[path] = "pytest_config"
+            code, out2 = self.root(stage.resume_header(staged.applied) + finish())
+            staged = stage.parse(out + out2, checked)
+        else:
+            code, out = self._root_with_input(first + finish(), upload)
+            staged = stage.parse(out, checked)
+        stage.require_done(staged, out)
+        r.patch_applied = staged.applied
+        if not staged.applied:
+            r.flags.append("patch_failed")
+            r.log_tail = staged.apply_log[-2000:]
+            stripped = {}
+        else:
+            self.changed = predicted
+            unseen = sorted(set(staged.container_paths) - set(predicted))
+            if unseen:
+                r.invalidate(f"the grading container's git reads paths the host did not: "
+                             f"{unseen[:5]}", "patch_mismatch")
+        r.stripped = stripped
         for reason in sorted(set(stripped.values())):
-            self.report.flags.append(f"tampered_{reason}")
-        restore = "".join(
-            f"if git cat-file -e HEAD:{shlex.quote(p)} 2>/dev/null; then "
-            f"git checkout -q HEAD -- {shlex.quote(p)}; else rm -rf -- {shlex.quote(p)}; fi\n"
-            for p in stripped
-        )
-        py_changed = [p for p in changed if p.endswith(".py") and p not in stripped]
-        canary_write = ""
-        if canaries:
-            body = base64.b64encode(canaries.source.encode()).decode()
-            canary_write = (f"mkdir -p $(dirname {shlex.quote(canaries.path)}) && echo {body} "
-                            f"| base64 -d > {shlex.quote(canaries.path)}\n")
-        script = f"""set -u
-cd /testbed
-{restore}
-if [ -s {G}/test.patch ]; then git apply --binary --whitespace=nowarn {G}/test.patch \
-  || {{ echo TEST_PATCH_FAILED; exit 3; }}; fi
-{canary_write}
-python3 - {" ".join(shlex.quote(p) for p in py_changed)} <<'PY' || echo COMPILE_FAILED
-import sys
-for path in sys.argv[1:]:
-    try:
-        compile(open(path, "rb").read(), path, "exec")
-    except (SyntaxError, ValueError, OSError) as exc:
-        print("COMPILE_ERROR", path, exc); sys.exit(1)
-PY
-mkdir -p {G}/out && chown 1000:1000 {G}/out 2>/dev/null || chmod 777 {G}/out
-{self._lock_script(canaries)}
-"""
-        code, out = self.root(script)
-        if "TEST_PATCH_FAILED" in out:
-            raise GradingError(
-                f"{self.task.instance_id}: the task's test_patch does not apply to its image; "
-                f"run `repogym tasks validate` on the suite. {out[-800:]}"
-            )
-        self.report.compiles = "COMPILE_FAILED" not in out
+            r.flags.append(f"tampered_{reason}")
+        if staged.canary is None:
+            return None
+        return candidates[staged.canary]
 
-    def _protected_dirs(self, canaries: Canaries | None) -> list[str]:
+    def _root_with_input(self, script: str, data: bytes) -> tuple[int, str]:
+        code, raw = exec_with_input(self.box.client.api, self.box.container.id,
+                                    ["bash", "-c", script], data, user="root")
+        return code, raw.decode("utf-8", errors="replace")
+
+    def _protected_dirs(self, test_files: list[str], candidates: list[Canaries]) -> list[str]:
         """/testbed and every folder on the way to a test file: no new conftest.py there."""
         dirs = {"."}
-        for path in self.test_files() + ([canaries.path] if canaries else []):
+        for path in test_files + [c.path for c in candidates[:1]]:
             parts = path.split("/")[:-1]
             for i in range(1, len(parts) + 1):
                 dirs.add("/".join(parts[:i]))
         return sorted(dirs)
 
-    def _lock_script(self, canaries: Canaries | None) -> str:
-        """Test files and the folders above them become root's, so code under test cannot
-        rewrite a test or plant a conftest.py while the run is going on."""
-        paths = self.test_files() + ([canaries.path] if canaries else [])
-        quoted = " ".join(shlex.quote(p) for p in paths if p)
-        qdirs = " ".join(shlex.quote(d) for d in self._protected_dirs(canaries))
-        return (f"for f in {quoted}; do [ -e \"$f\" ] && chown root:root \"$f\" "
-                f"&& chmod 644 \"$f\"; done; for d in {qdirs}; do [ -d \"$d\" ] && "
-                f"chown root:root \"$d\" && chmod 755 \"$d\"; done; true")
-
     def test_files(self) -> list[str]:
         env = self.task.environment
-        files = list(env.test_files) or _patch_paths(self.task.test_patch)
+        files = list(env.test_files) or stage.header_paths(self.task.test_patch)
         if self.pytest:
             for test_id in (*self.task.FAIL_TO_PASS, *self.task.PASS_TO_PASS):
                 files.append(test_id.split("::")[0])
@@ -290,14 +249,31 @@ mkdir -p {G}/out && chown 1000:1000 {G}/out 2>/dev/null || chmod 777 {G}/out
         self.report.log_tail = log[-4000:]
         if imports[:1].isdigit() and not result.timed_out:
             self.report.imports = imports[:1] == "0"
-        # nothing the tests left behind may write to the results after this point
-        _, junit = self.root(f"pkill -9 -u 1000 2>/dev/null; cat {G}/out/junit.xml 2>/dev/null",
-                             timeout=30)
+        # nothing the tests left behind may write to the results after this point; the compile
+        # check is root's too (compiling runs none of the agent's code)
+        _, out = self.root(f"pkill -9 -u 1000 2>/dev/null; {self._compile_check()}"
+                           f"echo; cat {G}/out/junit.xml 2>/dev/null", timeout=60)
+        compiled, _, junit = out.partition("\n")
+        self.report.compiles = compiled.strip() != "COMPILE_FAILED"
         return log, junit
+
+    def _kept_python(self) -> list[str]:
+        return [p for p in self.changed if p.endswith(".py") and p not in self.report.stripped]
+
+    def _compile_check(self) -> str:
+        """Prints COMPILE_FAILED when a Python file the agent changed does not compile."""
+        files = self._kept_python()
+        if not files:
+            return ""
+        code = ("import sys\nfor p in sys.argv[1:]:\n try: compile(open(p,'rb').read(),p,'exec')"
+                "\n except (SyntaxError, ValueError, OSError): sys.exit(1)")
+        return (f"timeout 30 python3 -I -c {shlex.quote(code)} "
+                f"{' '.join(shlex.quote(f) for f in files)} >/dev/null 2>&1 || "
+                "printf COMPILE_FAILED; ")
 
     def _import_check(self) -> str:
         """Whether the packages the agent changed still import."""
-        kept = [p for p in self.changed if p.endswith(".py") and p not in self.report.stripped]
+        kept = self._kept_python()
         modules = sorted({p.split("/")[0].removesuffix(".py") for p in kept})
         modules = [m for m in modules if m.isidentifier()]
         if not modules:
@@ -362,39 +338,6 @@ mkdir -p {G}/out && chown 1000:1000 {G}/out 2>/dev/null || chmod 777 {G}/out
         elif r.exit_code not in (0, 1):
             r.invalidate(f"pytest exited {r.exit_code} (interrupted, internal or usage error)",
                          "exit_status" if canaries and not statuses else None)
-
-
-def _numstat_paths(raw: bytes) -> list[str]:
-    """Paths from ``git apply --numstat -z`` (a rename lists both of its paths)."""
-    out: list[str] = []
-    fields = raw.split(b"\0")
-    i = 0
-    while i < len(fields):
-        entry = fields[i]
-        if not entry:
-            i += 1
-            continue
-        parts = entry.split(b"\t", 2)
-        if len(parts) == 3 and parts[2]:
-            out.append(parts[2].decode("utf-8", errors="surrogateescape"))
-            i += 1
-        else:  # "added\tdeleted\t" then old and new paths as separate fields
-            out += [f.decode("utf-8", errors="surrogateescape") for f in fields[i + 1 : i + 3]]
-            i += 3
-    return sorted(dict.fromkeys(out))
-
-
-_DIFF_PATH = re.compile(r"^(?:\+\+\+ b/|--- a/|rename (?:from|to) |copy (?:from|to) )(.+?)\t?$",
-                        re.M)
-
-
-def _patch_paths(patch: str) -> list[str]:
-    """The paths a git diff touches (for patches we trust: the task's own)."""
-    paths = [m.group(1).strip('"') for m in _DIFF_PATH.finditer(patch)]
-    for line in patch.splitlines():
-        if line.startswith("diff --git a/") and " b/" in line:
-            paths.append(line[len("diff --git a/") :].split(" b/", 1)[1])
-    return sorted({p for p in paths if p != "/dev/null"})
 
 
 def report_json(report: GradingReport) -> str:

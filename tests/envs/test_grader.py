@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from repogym.envs.grading import stage
 from repogym.envs.grading.grader import Grader, GraderConfig
 from repogym.tasks.schema import Task
 
@@ -95,3 +96,30 @@ def test_a_hang_times_out(toy_task: Task, toy_image: str) -> None:
     report = quick.grade(toy_task, patch, toy_image)
     assert report.timed_out and not report.resolved and "timeout" in report.flags
     assert report.total_seconds < 30
+
+
+RENAME_TEST_AWAY = """\
+diff --git a/tests/test_mul.py b/calc/mul_checks.py
+similarity index 100%
+rename from tests/test_mul.py
+rename to calc/mul_checks.py
+"""
+
+
+def test_a_test_file_renamed_away_comes_back(
+    grader: Grader, toy_task: Task, toy_image: str
+) -> None:
+    # git's --numstat names only a rename's new path; the old one is a test file all the same
+    report = grader.grade(toy_task, toy_task.patch + RENAME_TEST_AWAY, toy_image)
+    assert report.stripped == {"tests/test_mul.py": "test_path"}
+    assert report.resolved and report.valid
+    assert report.pass_to_pass == {t: "PASSED" for t in toy_task.PASS_TO_PASS}
+
+
+def test_paths_the_host_did_not_see_invalidate_the_run(
+    grader: Grader, toy_task: Task, toy_image: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # stands in for a patch that the host's git and the container's git read differently
+    monkeypatch.setattr(stage, "patch_paths", lambda patch: [])
+    report = grader.grade(toy_task, toy_task.patch, toy_image)
+    assert not report.resolved and not report.valid and "patch_mismatch" in report.flags

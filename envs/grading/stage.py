@@ -1,0 +1,214 @@
+"""Staging a grading container in as few round trips as possible.
+
+Which paths the agent's patch touches is read on the host, by git itself (``git apply
+--numstat``) and from the patch's own headers, before anything reaches the container. So the
+upload, the patch, the removal of protected changes, the task's test patch, the canaries and the
+locks are one root script, one ``docker exec``. The grading container's git reads the patch
+again while applying it; a path it sees that the host did not invalidates the run.
+
+Only a patch that edits a file judged by content (``setup.cfg``, ``pyproject.toml``,
+``setup.py``) needs a second round trip: its old and new text come back, the host decides, and
+the rest of the staging runs after that.
+"""
+
+from __future__ import annotations
+
+import base64
+import io
+import re
+import shlex
+import subprocess
+import tarfile
+import tempfile
+import time
+from dataclasses import dataclass, field
+
+from repogym.envs.grading.canary import Canaries
+from repogym.envs.grading.protect import CONTENT_CHECKED, protected_reason, pytest_settings
+from repogym.errors import GradingError
+
+G = "/opt/repogym-grade"
+OUT = f"{G}/out"
+_MARK = re.compile(r"^__RG_([A-Z0-9_]+)=(.*)$", re.M)
+
+
+def patch_paths(patch: str) -> list[str]:
+    """Every path a patch may touch: what git's own parser reports plus what its headers name
+    (a rename's old path, which ``--numstat`` leaves out, included)."""
+    if not patch.strip():
+        return []
+    with tempfile.TemporaryDirectory(prefix="repogym-numstat-") as tmp:
+        try:
+            proc = subprocess.run(["git", "apply", "--numstat", "-z", "-"], cwd=tmp,
+                                  input=patch.encode("utf-8", errors="surrogateescape"),
+                                  capture_output=True, timeout=60)
+        except FileNotFoundError as exc:
+            raise GradingError("grading reads patches with git; install git on this host "
+                               "(apt-get install git).") from exc
+    return sorted(set(numstat_paths(proc.stdout)) | set(header_paths(patch)))
+
+
+def numstat_paths(raw: bytes) -> list[str]:
+    """Paths from ``git apply --numstat -z`` (a rename may list both of its paths)."""
+    out: list[str] = []
+    fields = raw.split(b"\0")
+    i = 0
+    while i < len(fields):
+        entry = fields[i]
+        if not entry:
+            i += 1
+            continue
+        parts = entry.split(b"\t", 2)
+        if len(parts) == 3 and parts[2]:
+            out.append(parts[2].decode("utf-8", errors="surrogateescape"))
+            i += 1
+        else:  # "added\tdeleted\t" then old and new paths as separate fields
+            out += [f.decode("utf-8", errors="surrogateescape") for f in fields[i + 1 : i + 3]]
+            i += 3
+    return sorted(dict.fromkeys(out))
+
+
+_DIFF_PATH = re.compile(r"^(?:\+\+\+ b/|--- a/|rename (?:from|to) |copy (?:from|to) )(.+?)\t?$",
+                        re.M)
+
+
+def header_paths(patch: str) -> list[str]:
+    """The paths a git diff's headers name."""
+    paths = [m.group(1).strip('"') for m in _DIFF_PATH.finditer(patch)]
+    for line in patch.splitlines():
+        if line.startswith("diff --git a/") and " b/" in line:
+            paths.append(line[len("diff --git a/") :].split(" b/", 1)[1])
+    return sorted({p for p in paths if p and p != "/dev/null"})
+
+
+def protected_by_name(changed: list[str], test_files: frozenset[str]) -> dict[str, str]:
+    return {p: r for p in changed if (r := protected_reason(p, test_files))}
+
+
+def content_checked(changed: list[str], stripped: dict[str, str]) -> list[str]:
+    return [p for p in changed if p.rsplit("/", 1)[-1] in CONTENT_CHECKED and p not in stripped]
+
+
+def config_changed(path: str, before: str, after: str) -> bool:
+    name = path.rsplit("/", 1)[-1]
+    return pytest_settings(name, before) != pytest_settings(name, after)
+
+
+@dataclass
+class Staged:
+    """What the staging script reported."""
+
+    applied: bool = False
+    apply_log: str = ""
+    container_paths: list[str] = field(default_factory=list)
+    contents: dict[str, tuple[str, str]] = field(default_factory=dict)  # path: (before, after)
+    canary: int | None = None  # which of the candidate canaries was planted
+    done: bool = False  # the whole staging ran (not only its first part)
+
+
+def upload(files: dict[str, str]) -> bytes:
+    """A tar archive of ``files`` under ``repogym-grade/``, for ``tar -x -C /opt``."""
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w") as tar:
+        for name, text in files.items():
+            data = text.encode("utf-8", errors="surrogateescape")
+            info = tarfile.TarInfo(f"repogym-grade/{name}")
+            info.size, info.mode, info.mtime = len(data), 0o644, int(time.time())
+            tar.addfile(info, io.BytesIO(data))
+    return buf.getvalue()
+
+
+def _b64(text: str) -> str:
+    return base64.b64encode(text.encode("utf-8", errors="surrogateescape")).decode()
+
+
+def _unb64(text: str) -> str:
+    return base64.b64decode(text.strip() or b"").decode("utf-8", errors="replace")
+
+
+def apply_script(nonempty: bool, checked: list[str]) -> str:
+    """Part one: unpack the upload (on stdin), read and apply the agent's patch, and send back
+    the old and new text of files judged by content."""
+    lines = ["set -u", "tar -x -f - -C /opt --no-same-owner || { echo UPLOAD_FAILED; exit 4; }",
+             "cd /testbed"]
+    if nonempty:
+        lines += [
+            f'printf "__RG_NUMSTAT=%s\\n" "$(git apply --numstat -z {G}/agent.patch | base64 -w0)"',
+            f"git apply --binary --whitespace=nowarn {G}/agent.patch >{G}/apply.log 2>&1",
+            "__rg_applied=$?",
+            f'printf "__RG_APPLY=%s %s\\n" $__rg_applied '
+            f'"$(tail -c 2000 {G}/apply.log | base64 -w0)"',
+        ]
+    else:
+        lines += ["__rg_applied=0", 'echo "__RG_APPLY=0 "']
+    for i, path in enumerate(checked):
+        q = shlex.quote(path)
+        lines.append(f'printf "__RG_BEFORE{i}=%s\\n" '
+                     f'"$(git show HEAD:{q} 2>/dev/null | base64 -w0)"')
+        lines.append(f'printf "__RG_AFTER{i}=%s\\n" "$(base64 -w0 {q} 2>/dev/null)"')
+    return "\n".join(lines) + "\n"
+
+
+def finish_script(stripped: list[str], candidates: list[Canaries], locked: list[str],
+                  dirs: list[str]) -> str:
+    """Part two: take out protected changes (only where the patch applied), apply the task's
+    test patch, plant the first candidate canary whose path is free, and make test files and
+    their folders root's."""
+    restore = "".join(
+        f"  if git cat-file -e HEAD:{shlex.quote(p)} 2>/dev/null; then "
+        f"git checkout -q HEAD -- {shlex.quote(p)}; else rm -rf -- {shlex.quote(p)}; "
+        "fi 2>/dev/null\n"
+        for p in stripped)
+    plant = ""
+    for i, canary in enumerate(candidates):
+        q = shlex.quote(canary.path)
+        plant += (f'if [ -z "$__rg_canary" ] && [ ! -e {q} ] && [ ! -L {q} ]; then '
+                  f"__rg_canary={i}; mkdir -p -- \"$(dirname {q})\" && printf %s "
+                  f"{_b64(canary.source)} | base64 -d > {q} && locked+=({q}); fi\n")
+    qlocked = " ".join(shlex.quote(p) for p in locked)
+    qdirs = " ".join(shlex.quote(d) for d in dirs)
+    return f"""cd /testbed
+if [ "$__rg_applied" = 0 ]; then :
+{restore}fi
+if [ -s {G}/test.patch ]; then git apply --binary --whitespace=nowarn {G}/test.patch \
+  || {{ echo __RG_TEST_PATCH=failed; exit 3; }}; fi
+__rg_canary=
+locked=({qlocked})
+{plant}echo "__RG_CANARY=$__rg_canary"
+mkdir -p {OUT} && chown 1000:1000 {OUT} 2>/dev/null || chmod 777 {OUT}
+for f in "${{locked[@]}}"; do [ -e "$f" ] && chown root:root "$f" && chmod 644 "$f"; done
+for d in {qdirs}; do [ -d "$d" ] && chown root:root "$d" && chmod 755 "$d"; done
+echo __RG_STAGED=1
+"""
+
+
+def resume_header(applied: bool) -> str:
+    """What part two needs from part one when it runs in an exec of its own."""
+    return f"set -u\n__rg_applied={0 if applied else 1}\n"
+
+
+def parse(output: str, checked: list[str]) -> Staged:
+    marks = dict(_MARK.findall(output))
+    if "UPLOAD_FAILED" in output:
+        raise GradingError(f"could not upload the patches into the grading container: "
+                           f"{output[-500:]}")
+    if marks.get("TEST_PATCH") == "failed":
+        raise GradingError("the task's test_patch does not apply to its image; run "
+                           f"`repogym tasks validate` on the suite. {output[-800:]}")
+    if "APPLY" not in marks:
+        raise GradingError(f"the grading container's staging script stopped early: "
+                           f"{output[-800:]}")
+    code, _, log = marks["APPLY"].partition(" ")
+    staged = Staged(applied=code == "0", apply_log=_unb64(log),
+                    container_paths=numstat_paths(base64.b64decode(marks.get("NUMSTAT", ""))))
+    staged.contents = {p: (_unb64(marks.get(f"BEFORE{i}", "")), _unb64(marks.get(f"AFTER{i}", "")))
+                       for i, p in enumerate(checked)}
+    canary = marks.get("CANARY", "")
+    staged.canary = int(canary) if canary.isdigit() else None
+    staged.done = marks.get("STAGED") == "1"
+    return staged
+
+
+def require_done(staged: Staged, output: str) -> None:
+    if not staged.done:
+        raise GradingError(f"the grading container's staging did not finish: {output[-800:]}")

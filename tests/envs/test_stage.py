@@ -1,0 +1,56 @@
+"""Reading which paths a patch touches, on the host, before it reaches a container."""
+
+from __future__ import annotations
+
+from repogym.envs.grading import stage
+from repogym.envs.grading.canary import Canaries
+
+
+def test_a_rename_names_both_paths() -> None:
+    patch = ("diff --git a/tests/test_x.py b/x_moved.py\nsimilarity index 100%\n"
+             "rename from tests/test_x.py\nrename to x_moved.py\n")
+    assert stage.patch_paths(patch) == ["tests/test_x.py", "x_moved.py"]
+
+
+def test_new_modified_and_deleted_files() -> None:
+    patch = (
+        "diff --git a/conftest.py b/conftest.py\nnew file mode 100644\n--- /dev/null\n"
+        "+++ b/conftest.py\n@@ -0,0 +1 @@\n+x = 1\n"
+        "diff --git a/pkg/a.py b/pkg/a.py\n--- a/pkg/a.py\n+++ b/pkg/a.py\n@@ -1 +1 @@\n-a\n+b\n"
+        "diff --git a/old.py b/old.py\ndeleted file mode 100644\n--- a/old.py\n+++ /dev/null\n"
+        "@@ -1 +0,0 @@\n-gone\n"
+    )
+    assert stage.patch_paths(patch) == ["conftest.py", "old.py", "pkg/a.py"]
+    assert stage.protected_by_name(stage.patch_paths(patch), frozenset()) == {
+        "conftest.py": "conftest"}
+
+
+def test_an_empty_or_broken_patch_touches_nothing_it_does_not_name() -> None:
+    assert stage.patch_paths("") == []
+    assert stage.patch_paths("this is not a patch\n") == []
+
+
+def test_setup_files_are_judged_by_content() -> None:
+    changed = ["setup.cfg", "pkg/pyproject.toml", "tox.ini", "pkg/a.py"]
+    stripped = stage.protected_by_name(changed, frozenset())
+    assert stripped == {"tox.ini": "pytest_config"}
+    assert stage.content_checked(changed, stripped) == ["setup.cfg", "pkg/pyproject.toml"]
+    assert stage.config_changed("setup.cfg", "[tool:pytest]\naddopts = -q\n",
+                                "[tool:pytest]\naddopts = -k nothing\n")
+    assert not stage.config_changed("setup.cfg", "[metadata]\nname = a\n",
+                                    "[metadata]\nname = b\n")
+
+
+def test_the_script_output_is_read_by_its_markers() -> None:
+    out = ("noise\n__RG_NUMSTAT=MQkwCWEucHkA\n__RG_APPLY=0 \n__RG_BEFORE0=YQ==\n__RG_AFTER0=Yg==\n"
+           "__RG_CANARY=1\n__RG_STAGED=1\n")
+    staged = stage.parse(out, ["setup.cfg"])
+    assert staged.applied and staged.container_paths == ["a.py"] and staged.done
+    assert staged.contents == {"setup.cfg": ("a", "b")} and staged.canary == 1
+
+
+def test_the_finish_script_plants_the_first_free_canary() -> None:
+    canaries = [Canaries(f"tests/test_c{i}.py", "test_p", "test_f", "x = 1\n") for i in range(2)]
+    script = stage.finish_script(["conftest.py"], canaries, ["tests/test_a.py"], [".", "tests"])
+    assert script.index("tests/test_c0.py") < script.index("tests/test_c1.py")
+    assert "git checkout -q HEAD -- conftest.py" in script
