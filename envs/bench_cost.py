@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gc
 import re
+import statistics
 import tempfile
 import time
 import tracemalloc
@@ -22,7 +23,9 @@ from repogym.envs.bench_core import (
     timed,
     wait_for,
 )
-from repogym.envs.grading.grader import Grader, GraderConfig
+from repogym.envs.grading.grader import Grader, GraderConfig, test_files
+from repogym.envs.sandbox.base import SandboxConfig
+from repogym.envs.sandbox.docker import DockerSandbox
 from repogym.errors import RepogymError
 
 MIB = 1024.0 * 1024.0
@@ -85,17 +88,46 @@ def _cold_grades(ctx: Context, n: int) -> list[float]:
     return times
 
 
+def _plain_runs(ctx: Context, n: int) -> list[float]:
+    """The same tests run by hand: the gold and test patches applied in a container of the same
+    image, then the task's test command on the same files with docker-py's ``exec_run``."""
+    box = DockerSandbox(SandboxConfig(image=ctx.image, role="bench"))
+    try:
+        box.put_files({"gold.patch": ctx.task.patch.encode(),
+                       "test.patch": ctx.task.test_patch.encode()}, "/tmp", owner=1000)
+        applied = box.run("git apply /tmp/gold.patch && git apply /tmp/test.patch", timeout=60)
+        if applied.exit_code != 0:
+            raise RepogymError(f"the patches of {ctx.task.instance_id} do not apply: "
+                               f"{applied.output[-300:]}; run `repogym tasks validate`")
+        command = f"{ctx.task.environment.test_cmd} {' '.join(test_files(ctx.task))}"
+        out = []
+        for _ in range(n):
+            seconds, _ = timed(lambda: box.container.exec_run(
+                ["bash", "-c", command], workdir="/testbed", user=box.user or ""))
+            out.append(seconds)
+        return out
+    finally:
+        box.close()
+
+
 def grading_latency(ctx: Context, n: int) -> list[Row]:
-    ctx.progress(f"grading latency: {n} submits with a warm grader, {n} with a fresh container")
+    ctx.progress(f"grading latency: {n} submits with a warm grader, {n} with a fresh container, "
+                 f"{n} plain test runs")
     env, note = _env_submits(ctx, n)
     cold = _cold_grades(ctx, n)
+    plain = _plain_runs(ctx, n)
+    plain_median = statistics.median(plain)
     return [
         row("grade.pytest", "pytest's own run time (its summary line)", "s", env["pytest"]),
+        row("grade.plain", "the same tests run by hand (exec_run of the test command)", "s",
+            plain),
         row("grade.test_cmd", "test command wall time (GradingReport.test_seconds)", "s",
             env["test"]),
         row("grade.submit", "repogym submit-to-reward (env.step submit, warm grader)", "s",
             env["submit"], note),
-        row("grade.overhead", "repogym submit-to-reward minus pytest's own time", "s",
+        row("grade.overhead", "repogym submit-to-reward minus the tests run by hand (median)",
+            "s", [s - plain_median for s in env["submit"]]),
+        row("grade.over_summary", "repogym submit-to-reward minus pytest's summary time", "s",
             env["overhead"]),
         row("grade.harness", "repogym submit-to-reward minus the test command's wall time", "s",
             env["harness"]),

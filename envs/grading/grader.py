@@ -214,13 +214,7 @@ class _Run:
         return sorted(dirs)
 
     def test_files(self) -> list[str]:
-        env = self.task.environment
-        files = list(env.test_files) or stage.header_paths(self.task.test_patch)
-        if self.pytest:
-            for test_id in (*self.task.FAIL_TO_PASS, *self.task.PASS_TO_PASS):
-                files.append(test_id.split("::")[0])
-            files = [f for f in files if f.endswith(".py")] or files
-        return sorted(dict.fromkeys(files))
+        return test_files(self.task)
 
     # --- 3. the run ----------------------------------------------------------------------------
 
@@ -338,6 +332,17 @@ class _Run:
         elif r.exit_code not in (0, 1):
             r.invalidate(f"pytest exited {r.exit_code} (interrupted, internal or usage error)",
                          "exit_status" if canaries and not statuses else None)
+
+
+def test_files(task: Task) -> list[str]:
+    """The test files a grading run names on the test command's line."""
+    env = task.environment
+    files = list(env.test_files) or stage.header_paths(task.test_patch)
+    if env.log_parser in PYTEST_PARSERS:
+        for test_id in (*task.FAIL_TO_PASS, *task.PASS_TO_PASS):
+            files.append(test_id.split("::")[0])
+        files = [f for f in files if f.endswith(".py")] or files
+    return sorted(dict.fromkeys(files))
 
 
 def report_json(report: GradingReport) -> str:

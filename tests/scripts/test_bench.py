@@ -84,7 +84,8 @@ def test_options_map_onto_the_config() -> None:
 MEASURED = [
     "step.repogym.true", "step.shell.true", "step.docker_exec.true", "step.exec_run.true",
     "step.repogym.ls", "reset.warm", "reset.fresh", "reset.bare_run", "reset.refill",
-    "grade.pytest", "grade.test_cmd", "grade.submit", "grade.overhead", "grade.harness",
+    "grade.pytest", "grade.plain", "grade.test_cmd", "grade.submit", "grade.overhead",
+    "grade.over_summary", "grade.harness",
     "grade.cold",
     "parallel.steps_per_s.1", "parallel.steps_per_s.2", "parallel.latency.2",
     "memory.container", "memory.process", "memory.python", "teardown.close",
