@@ -25,6 +25,11 @@ class ImageBuildError(RepogymError):
     """An image could not be built."""
 
 
+class SetupFailed(ImageBuildError):
+    """A step of the repository's own setup failed while its image was built: the repository
+    at that commit does not install (not an infrastructure failure)."""
+
+
 class TaskError(RepogymError):
     """A task or suite is malformed or cannot be found."""
 

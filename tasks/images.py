@@ -31,7 +31,7 @@ from typing import Any
 import docker.errors
 
 from repogym.envs.sandbox.client import docker_client
-from repogym.errors import ImageBuildError
+from repogym.errors import ImageBuildError, SetupFailed
 from repogym.tasks.repo import export_tree, snapshot
 from repogym.tasks.schema import PYTHON_SUITES, Environment, Task
 
@@ -294,7 +294,9 @@ def _build(
             network_mode="bridge",
         ):
             if "error" in chunk:
-                raise ImageBuildError(
+                error = SetupFailed if "returned a non-zero code" in chunk["error"] else (
+                    ImageBuildError)
+                raise error(
                     f"building {tag} failed: {chunk['error'].strip()}\n" + "".join(log[-30:])
                 )
             if "stream" in chunk:

@@ -10,7 +10,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from repogym.envs.grading.grader import Grader, GraderConfig, GradingReport
-from repogym.errors import RepogymError
+from repogym.errors import RepogymError, SetupFailed
 from repogym.tasks.images import ensure_image
 from repogym.tasks.schema import Task
 
@@ -42,6 +42,8 @@ def derive_lists(
     try:
         before = _grade(bare, "", runs, grader)
         after = _grade(bare, task.patch, runs, grader)
+    except SetupFailed as exc:
+        return None, f"setup fails on this snapshot: {_last_lines(str(exc))}"
     except RepogymError as exc:
         return None, f"infrastructure: {str(exc).splitlines()[0][:200]}"
     if not after[0].patch_applied:
@@ -66,6 +68,12 @@ def derive_lists(
     return task.with_(FAIL_TO_PASS=tuple(f2p), PASS_TO_PASS=tuple(p2p)), "ok"
 
 
+def _last_lines(text: str, n: int = 3) -> str:
+    """The end of a build log, where the error is, on one line."""
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    return " | ".join(lines[-n:])[:300]
+
+
 def _flaky(runs: list[dict[str, str]]) -> set[str]:
     ids = set().union(*runs) if runs else set()
     return {t for t in ids if len({r.get(t) for r in runs}) > 1}
@@ -80,6 +88,9 @@ def validate_task(task: Task, runs: int = 2, grader: Grader | None = None) -> Va
     try:
         gold = _grade(task, task.patch, runs, grader)
         empty = _grade(task, "", runs, grader)
+    except SetupFailed as exc:
+        return Validation(task.instance_id, False, f"setup fails: {_last_lines(str(exc))}", [],
+                          [], [], time.monotonic() - start)
     except RepogymError as exc:
         return Validation(
             task.instance_id, False, f"infrastructure: {exc}", [], [], [], time.monotonic() - start
