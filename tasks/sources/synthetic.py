@@ -52,11 +52,26 @@ class SyntheticOptions:
                              f"{','.join(mutate.OPERATORS)}.")
 
 
+def _mixed(found: list[mutate.Mutation], rng: random.Random) -> list[mutate.Mutation]:
+    """One function's mutations shuffled, then taken one operator at a time: a function with
+    many call sites must not yield only swapped arguments."""
+    groups: dict[str, list[mutate.Mutation]] = {}
+    for mutation in found:
+        groups.setdefault(mutation.operator, []).append(mutation)
+    order = sorted(groups)
+    rng.shuffle(order)
+    for name in order:
+        rng.shuffle(groups[name])
+    longest = max(len(g) for g in groups.values())
+    return [groups[n][i] for i in range(longest) for n in order if i < len(groups[n])]
+
+
 def mutations(files: dict[str, str], operators: tuple[str, ...], seed: int,
               priority: set[str] | None = None) -> list[mutate.Mutation]:
     """Every proposed mutation of ``files`` in the order they are tried: functions shuffled
     with the seed (those named in ``priority`` first), then one mutation per function per
-    round, so a few big functions do not take every slot."""
+    round, so a few big functions do not take every slot; within a function, operators take
+    turns."""
     rng = random.Random(seed)
     per_function: list[list[mutate.Mutation]] = []
     for path, text in sorted(files.items()):
@@ -69,8 +84,7 @@ def mutations(files: dict[str, str], operators: tuple[str, ...], seed: int,
                 continue
             found = mutate.function_mutations(path, text, definition, operators)
             if found:
-                rng.shuffle(found)
-                per_function.append(found)
+                per_function.append(_mixed(found, rng))
     rng.shuffle(per_function)
     wanted = priority or set()
     per_function.sort(key=lambda ms: ms[0].qualname.rsplit(".", 1)[-1] not in wanted)

@@ -155,6 +155,14 @@ def test_mutation_order_is_deterministic_for_a_seed() -> None:
     assert priority[0].qualname == "Box.after"
 
 
+def test_operators_take_turns_within_a_function() -> None:
+    calls = "\n".join(f"    out = f(a{i}, b{i}, out)" for i in range(8))
+    text = f"def busy(a0, b0, out, n):\n    if n > 3:\n        return 0\n{calls}\n    return out\n"
+    found = mutations({"b.py": text}, ("swap_arguments", "flip_comparison"), seed=0)
+    assert len([m for m in found if m.operator == "swap_arguments"]) >= 8
+    assert {m.operator for m in found[:2]} == {"swap_arguments", "flip_comparison"}
+
+
 def test_options_name_the_valid_operators() -> None:
     with pytest.raises(ValueError, match="flip_comparison"):
         SyntheticOptions(path=__import__("pathlib").Path("."), operators=("nope",))
