@@ -8,9 +8,9 @@ unprivileged user: it imports the candidate, calls every function on every input
 one canonical encoding per call. The host compares them with the reference's, so nothing in
 the container can fake agreement without computing the right answers.
 
-This file therefore has two lives: on the host it scores (:func:`run_differential`,
-:func:`same`); in a container it is the harness (``python differential.py INPUTS.json``). It
-imports only the standard library and runs on Python 3.9.
+This file is the harness (``python differential.py INPUTS.json`` in a container) and the
+equality the host scores with (:func:`same`); :mod:`repogym.envs.grading.agreement` runs it and
+scores. It imports only the standard library and runs on Python 3.9.
 
 **How equality is decided.** An outcome is the returned value, plus the state after the call
 of every mutable argument (lists, dicts, sets, objects, ``self``), or the type of the raised
@@ -57,10 +57,7 @@ import signal
 import sys
 import time
 import uuid
-from typing import TYPE_CHECKING, Any
-
-if TYPE_CHECKING:
-    from repogym.tasks.schema import Task
+from typing import Any
 
 MAX_DEPTH = 12
 MAX_ITEMS = 1000
@@ -400,87 +397,6 @@ def main(argv: list[str]) -> int:
 def _write_all(fd: int, data: bytes) -> None:
     while data:
         data = data[os.write(fd, data):]
-
-
-# ---------------------------------------------------------------------------- the host's side
-
-
-def parse_outcomes(output: str) -> dict[str, tuple[Any, float]]:
-    """Outcome and seconds per case id; an id printed twice counts as an error."""
-    found: dict[str, tuple[Any, float]] = {}
-    for line in output.split("\n"):
-        _, mark, payload = line.partition(MARK)
-        if not mark:
-            continue
-        try:
-            item = json.loads(payload)
-            key, outcome, seconds = str(item["id"]), item["out"], float(item["s"])
-        except (ValueError, KeyError, TypeError):
-            continue
-        found[key] = (["error", "duplicate"], seconds) if key in found else (outcome, seconds)
-    return found
-
-
-def harness_source() -> bytes:
-    with open(__file__, "rb") as f:
-        return f.read()
-
-
-def call_cases(box: Any, functions: dict[str, Any], cases: list[dict[str, Any]],
-               call_timeout: float, timeout: float) -> tuple[dict[str, tuple[Any, float]], str]:
-    """Runs the harness in ``box`` (a ``DockerSandbox``) on ``cases`` (``fn``, ``args``,
-    ``kwargs``; ids are their indexes) as its unprivileged user; returns the outcomes by id
-    and a note when the run did not finish."""
-    inputs = {"functions": functions, "call_timeout": call_timeout,
-              "cases": [{"id": str(i), "fn": c["fn"], "args": c["args"],
-                         "kwargs": c.get("kwargs", {})} for i, c in enumerate(cases)]}
-    sub = DIR.removeprefix("/opt/")
-    box.put_files({f"{sub}/differential.py": harness_source(),
-                   f"{sub}/inputs.json": json.dumps(inputs).encode()}, "/opt")
-    result = box.exec(["env", "PYTHONDONTWRITEBYTECODE=1", "PYTHONHASHSEED=0", "python",
-                       f"{DIR}/differential.py", f"{DIR}/inputs.json"],
-                      timeout=timeout, limit=OUTPUT_LIMIT)
-    note = ""
-    if result.timed_out:
-        note = f"the harness hit its {timeout:.0f} s limit"
-    elif result.exit_code != 0:
-        note = f"the harness exited {result.exit_code}"
-    return parse_outcomes(result.output), note
-
-
-def score(cases: list[dict[str, Any]], outcomes: dict[str, tuple[Any, float]]
-          ) -> dict[str, Any]:
-    """Agreement per function (agreeing cases / cases) and overall (their mean)."""
-    per: dict[str, list[int]] = {}
-    missing = timeouts = 0
-    for i, case in enumerate(cases):
-        got = outcomes.get(str(i))
-        missing += got is None
-        timeouts += got is not None and got[0] == ["timeout"]
-        counts = per.setdefault(case["fn"], [0, 0])
-        counts[0] += int(got is not None and same(case["expect"], got[0]))
-        counts[1] += 1
-    functions = {fn: {"agreement": round(a / n, 4), "agreed": a, "cases": n}
-                 for fn, (a, n) in sorted(per.items())}
-    overall = sum(a / n for a, n in per.values()) / len(per) if per else 0.0
-    return {"agreement": round(overall, 4), "functions": functions, "cases": len(cases),
-            "agreed": sum(a for a, _ in per.values()), "missing": missing, "timeouts": timeouts}
-
-
-def run_differential(box: Any, task: Task, timeout: float = 30.0) -> dict[str, Any] | None:
-    """Scores the code in ``box`` against the task's recorded cases; None for tasks without
-    them. ``box`` is a grading container after its test run (a ``DockerSandbox``)."""
-    recorded = (task.reference or {}).get("cases") if task.kind == "replication" else None
-    if not recorded or not recorded.get("cases"):
-        return None
-    start = time.monotonic()
-    outcomes, note = call_cases(box, recorded["functions"], recorded["cases"],
-                                float(recorded.get("call_timeout", 2.0)), timeout)
-    result = score(recorded["cases"], outcomes)
-    result["seconds"] = round(time.monotonic() - start, 3)
-    if note:
-        result["note"] = note
-    return result
 
 
 if __name__ == "__main__":

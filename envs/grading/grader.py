@@ -18,8 +18,8 @@ from typing import Any
 from swebench.harness.grading import get_eval_tests_report, get_resolution_status
 
 from repogym.envs.grading import stage
+from repogym.envs.grading.agreement import run_differential
 from repogym.envs.grading.canary import Canaries, canary_problems, make_canaries
-from repogym.envs.grading.differential import run_differential
 from repogym.envs.grading.results import disagreements, parse_junit, parse_log
 from repogym.envs.sandbox.base import SandboxConfig
 from repogym.envs.sandbox.docker import DockerSandbox

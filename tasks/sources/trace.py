@@ -537,7 +537,7 @@ class _Recording:
              ) -> list[dict[str, Any]]:
         """The candidates on which the reference is deterministic, quick and really does
         something, each with ``expect``: its outcome."""
-        from repogym.envs.grading.differential import call_cases
+        from repogym.envs.grading.agreement import call_cases
 
         c = self.config
         functions = {t.key: t.harness_entry() for t in targets}

@@ -18,6 +18,7 @@ from typing import Any
 
 import pytest
 
+from repogym.envs.grading import agreement
 from repogym.envs.grading import differential as d
 from repogym.envs.grading.grader import GradingReport
 from repogym.envs.grading.rewards import REWARDS, components, replication, shaped
@@ -174,7 +175,7 @@ def run_harness(folder: Path, source: str, calls: list[tuple[str, list[Any]]],
     proc = subprocess.run([sys.executable, d.__file__, str(folder / "inputs.json")], cwd=folder,
                           capture_output=True, text=True, timeout=60,
                           env={**os.environ, "PYTHONHASHSEED": "0"})
-    found = d.parse_outcomes(proc.stdout)
+    found = agreement.parse_outcomes(proc.stdout)
     return [found[str(i)][0] if str(i) in found else None for i in range(len(calls))]
 
 
@@ -193,14 +194,14 @@ def test_harness_a_module_that_does_not_import_fails_every_case(tmp_path: Path) 
 
 def test_result_lines_printed_twice_count_as_errors() -> None:
     line = d.MARK + json.dumps({"id": "0", "out": ["return", 1], "s": 0.0})
-    found = d.parse_outcomes(f"{line}\nnoise\n{line}\n" + d.MARK + "not json\n")
+    found = agreement.parse_outcomes(f"{line}\nnoise\n{line}\n" + d.MARK + "not json\n")
     assert found == {"0": (["error", "duplicate"], 0.0)}
 
 
 def test_score_averages_functions_so_each_removed_function_counts_the_same() -> None:
     cases = [{"fn": "f", "expect": ["return", 1]}] * 3 + [{"fn": "g", "expect": ["return", 2]}]
     outcomes = {"0": (["return", 1], 0.0), "1": (["return", 0], 0.0), "3": (["timeout"], 0.0)}
-    result = d.score(cases, outcomes)
+    result = agreement.score(cases, outcomes)
     assert result["functions"]["f"] == {"agreement": 0.3333, "agreed": 1, "cases": 3}
     assert result["functions"]["g"]["agreement"] == 0.0
     assert result["agreement"] == round(1 / 6, 4)
