@@ -18,13 +18,8 @@ from typing import Any
 import pytest
 
 from repogym.tasks.sources import trace
-from repogym.tasks.sources.trace import (
-    TraceConfig,
-    annotation_strategy,
-    generate_calls,
-    plain_value,
-    target_functions,
-)
+from repogym.tasks.sources.inputs import annotation_strategy, generate_calls, plain_value
+from repogym.tasks.sources.trace import TraceConfig, target_functions
 
 SHAPES = textwrap.dedent('''\
     """Shapes."""
