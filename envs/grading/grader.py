@@ -12,6 +12,7 @@ import random
 import shlex
 import threading
 import time
+import warnings
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -25,6 +26,7 @@ from repogym.envs.sandbox.base import SandboxConfig
 from repogym.envs.sandbox.docker import DockerSandbox
 from repogym.envs.sandbox.pool import SandboxPool
 from repogym.envs.sandbox.transport import exec_with_input
+from repogym.errors import RepogymError
 from repogym.tasks.schema import Task
 
 G = stage.G
@@ -119,7 +121,7 @@ class Grader:
             if self.pool is not None:
                 self.pool.release(box)  # graders are never reused: the pool removes it
             elif self.config.cleanup_async:
-                threading.Thread(target=box.close, daemon=True).start()
+                threading.Thread(target=_close_quietly, args=(box,), daemon=True).start()
             else:
                 box.close()
         return report
@@ -334,6 +336,15 @@ class _Run:
         elif r.exit_code not in (0, 1):
             r.invalidate(f"pytest exited {r.exit_code} (interrupted, internal or usage error)",
                          "exit_status" if canaries and not statuses else None)
+
+
+def _close_quietly(box: DockerSandbox) -> None:
+    """Removes a grading container in the background. Should the engine be gone by then, the
+    container stays on the list the process removes at exit: say so instead of a traceback."""
+    try:
+        box.close()
+    except RepogymError as exc:
+        warnings.warn(f"grading container {box.name} not removed yet: {exc}", stacklevel=1)
 
 
 def test_files(task: Task) -> list[str]:
