@@ -53,6 +53,10 @@ def derive_lists(
     for rep in before + after:
         if not rep.valid and rep.timed_out:
             return None, "tests time out"
+        if "canary" in rep.flags and set(rep.canaries.values()) == {"MISSING"}:
+            side = "with the gold patch" if any(rep is a for a in after) else "without it"
+            return None, (f"tests not collected {side} (the package does not import?): "
+                          f"{_last_lines(rep.log_tail)}")
         if "canary" in rep.flags:
             return None, "canaries misbehaved (the test runner is not plain pytest)"
     flaky = _flaky([r.statuses for r in before]) | _flaky([r.statuses for r in after])

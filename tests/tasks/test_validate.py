@@ -43,3 +43,20 @@ def test_ids_with_spaces_are_listed_whole_and_validate(toy_task: Task, toy_image
     assert task.FAIL_TO_PASS == ("tests/test_add.py::test_add[ones]",
                                  "tests/test_add.py::test_add[two and three]")
     assert validate_task(task, runs=1).ok
+
+
+BREAKS_THE_IMPORT = """\
+diff --git a/calc/__init__.py b/calc/__init__.py
+--- a/calc/__init__.py
++++ b/calc/__init__.py
+@@ -1,2 +1,3 @@
+ \"\"\"A tiny calculator.\"\"\"
++raise ImportError("broken on purpose")
+ 
+"""
+
+
+def test_a_patch_that_breaks_collection_is_named_for_it(toy_task: Task, toy_image: str) -> None:
+    bare = toy_task.with_(patch=BREAKS_THE_IMPORT, FAIL_TO_PASS=(), PASS_TO_PASS=())
+    task, reason = derive_lists(bare, runs=1)
+    assert task is None and reason.startswith("tests not collected with the gold patch"), reason
