@@ -126,12 +126,28 @@ class SandboxPool:
             box.close()
             return
         key = (box.config.image, box.config.role)
+        if not self.reuse or key[1] != "agent":
+            # never handed out again: removed in the background, and its place refilled now
+            # (a container being removed is not one being reset, so nobody waits for it)
+            self._start_worker(self._discard, box)
+            self._refill(key)
+            return
         with self._changed:
             self._resetting[key] += 1
-        worker = threading.Thread(target=self._recycle, args=(box,), daemon=True)
+        self._start_worker(self._recycle, box)
+
+    def _start_worker(self, target: Any, box: DockerSandbox) -> None:
+        worker = threading.Thread(target=target, args=(box,), daemon=True)
         with self._lock:
             self._workers = [w for w in self._workers if w.is_alive()] + [worker]
         worker.start()
+
+    def _discard(self, box: DockerSandbox) -> None:
+        self.stats["discarded"] += 1
+        try:
+            box.close()
+        except RepogymError as exc:  # the container stays on the list removed at exit
+            self._failed(exc)
 
     def _recycle(self, box: DockerSandbox) -> None:
         key = (box.config.image, box.config.role)
@@ -140,8 +156,7 @@ class SandboxPool:
                 self.stats["reused"] += 1
                 self._put(key, box)
                 return
-            self.stats["discarded"] += 1
-            box.close()
+            self._discard(box)
         except RepogymError as exc:
             # the engine is gone: the container stays on the list removed at exit
             self._failed(exc)
@@ -149,6 +164,7 @@ class SandboxPool:
             with self._changed:
                 self._resetting[key] -= 1
                 self._changed.notify_all()
+            self._refill(key)  # a discarded container leaves a place to fill
 
     def _reusable(self, key: tuple[str, str]) -> bool:
         return (self.reuse and not self._closed and key[1] == "agent"

@@ -70,3 +70,21 @@ def test_prestarted_containers_are_handed_out(toy_image: str) -> None:
         pool.close()
     left = docker_client().api.containers(all=True, filters={"name": box.name})
     assert not left
+
+
+def test_a_released_grader_is_removed_and_its_place_refilled(toy_image: str) -> None:
+    pool = SandboxPool(grader_size=1)
+    key = (toy_image, "grader")
+    try:
+        pool.warm(toy_image, role="grader", shell=False)
+        assert wait_for(lambda: pool._ready[key].qsize() == 1)
+        for _ in range(3):  # each release starts the next one, with no warm() in between
+            box = pool.acquire(toy_image, role="grader", shell=False)
+            pool.release(box)
+            assert pool._resetting[key] == 0  # nobody waits on a container being removed
+            assert wait_for(lambda: pool._ready[key].qsize() == 1)
+            assert wait_for(lambda b=box: not docker_client().api.containers(
+                all=True, filters={"name": b.name}))
+        assert pool.stats["discarded"] == 3 and pool.stats["hits"] == 3
+    finally:
+        pool.close()
