@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import random
+import re
 import shlex
 import threading
 import time
@@ -22,6 +23,7 @@ from repogym.envs.grading import stage
 from repogym.envs.grading.agreement import run_differential
 from repogym.envs.grading.canary import Canaries, canary_problems, make_canaries
 from repogym.envs.grading.results import disagreements, parse_junit, parse_log
+from repogym.envs.grading.warm_pytest import WarmPytest, pytest_argv
 from repogym.envs.sandbox.base import SandboxConfig
 from repogym.envs.sandbox.docker import DockerSandbox
 from repogym.envs.sandbox.pool import SandboxPool
@@ -34,6 +36,8 @@ CANARY_CANDIDATES = 6  # canary paths offered to the staging script; it plants t
 PYTEST_PARSERS = {"pytest", "parse_log_pytest", "pytest_v2", "parse_log_pytest_v2",
                   "pytest_options", "parse_log_pytest_options"}
 GRADER_CAPS = ("CHOWN", "DAC_OVERRIDE", "FOWNER", "KILL")
+_IMPORTS = re.compile(r"\n__RG_IMPORTS=(\d)\n")
+TEST_ENV = {"PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1", "PYTHONDONTWRITEBYTECODE": "1"}
 
 
 @dataclass
@@ -64,6 +68,7 @@ class GradingReport:
     image: str = ""
     log_tail: str = ""
     differential: dict[str, Any] | None = None  # replication tasks: agreement with the reference
+    warm_pytest: bool = False  # the tests ran in the pytest imported ahead of time
 
     def invalidate(self, reason: str, flag: str | None = None) -> None:
         self.valid = False
@@ -94,6 +99,8 @@ class Grader:
         self.config = config or GraderConfig()
         self.rng = random.Random(seed)
         self.pool = pool
+        if pool is not None:
+            pool.on_start["grader"] = start_warm_pytest
 
     def container_config(self) -> dict[str, Any]:
         c = self.config
@@ -223,28 +230,40 @@ class _Run:
     def run_tests(self, files: list[str]) -> tuple[str, str]:
         env = self.task.environment
         timeout = self.g.config.timeout or env.timeout
-        opts = ""
+        opts: list[str] = []
         if self.pytest:
-            opts = (f" -p no:cacheprovider -o addopts= -o junit_family=xunit1 "
-                    f"--junitxml={G}/out/junit.xml --rootdir=/testbed")
-        command = f"{env.test_cmd}{opts} {' '.join(shlex.quote(f) for f in files)}"
-        # the import check runs after the tests, in the same exec; the exit status stays pytest's
-        command = f"{command}; __rc=$?; {self._import_check()} exit $__rc"
+            opts = ["-p", "no:cacheprovider", "-o", "addopts=", "-o", "junit_family=xunit1",
+                    f"--junitxml={G}/out/junit.xml", "--rootdir=/testbed"]
         start = time.monotonic()
-        result = self.box.exec(
-            ["env", "PYTEST_DISABLE_PLUGIN_AUTOLOAD=1", "PYTHONDONTWRITEBYTECODE=1",
-             "bash", "-c", command],
-            timeout=timeout, limit=self.g.config.log_limit,
-        )
+        warm: WarmPytest | None = self.box.attachments.get("pytest")
+        plain = pytest_argv(env.test_cmd) if self.pytest else None
+        if warm is not None and plain is not None and warm.wait_ready(10.0):
+            form, args = plain
+            result = warm.run(self.box, [*args, *opts, *files], form, self._modules(), timeout,
+                              self.g.config.log_limit)
+            self.report.warm_pytest = True
+        else:
+            command = f"{env.test_cmd} {shlex.join(opts)} {shlex.join(files)}"
+            # the import check runs after the tests, in the same exec; the exit status stays
+            # pytest's
+            command = f"{command}; __rc=$?; {self._import_check()} exit $__rc"
+            result = self.box.exec(
+                ["env", *(f"{k}={v}" for k, v in TEST_ENV.items()), "bash", "-c", command],
+                timeout=timeout, limit=self.g.config.log_limit,
+            )
         self.report.test_seconds = time.monotonic() - start
         self.report.exit_code = result.exit_code
         self.report.timed_out = result.timed_out
-        log, _, imports = result.output.rpartition("\n__RG_IMPORTS=")
-        if not _:
-            log, imports = result.output, ""
+        # only the marker line leaves the log: what code under test printed after it (at exit)
+        # is checked like everything else
+        marks = list(_IMPORTS.finditer(result.output))
+        log = result.output
+        if marks:
+            last = marks[-1]
+            log = log[: last.start()] + "\n" + log[last.end() :]
+            if not result.timed_out:
+                self.report.imports = last.group(1) == "0"
         self.report.log_tail = log[-4000:]
-        if imports[:1].isdigit() and not result.timed_out:
-            self.report.imports = imports[:1] == "0"
         # nothing the tests left behind may write to the results after this point; the compile
         # check is root's too (compiling runs none of the agent's code)
         _, out = self.root(f"pkill -9 -u 1000 2>/dev/null; {self._compile_check()}"
@@ -267,11 +286,14 @@ class _Run:
                 f"{' '.join(shlex.quote(f) for f in files)} >/dev/null 2>&1 || "
                 "printf COMPILE_FAILED; ")
 
+    def _modules(self) -> list[str]:
+        """The top-level packages and modules the agent changed."""
+        modules = sorted({p.split("/")[0].removesuffix(".py") for p in self._kept_python()})
+        return [m for m in modules if m.isidentifier()]
+
     def _import_check(self) -> str:
         """Whether the packages the agent changed still import."""
-        kept = self._kept_python()
-        modules = sorted({p.split("/")[0].removesuffix(".py") for p in kept})
-        modules = [m for m in modules if m.isidentifier()]
+        modules = self._modules()
         if not modules:
             return ""
         code = "import importlib,sys\nfor m in sys.argv[1:]: importlib.import_module(m)"
@@ -336,6 +358,11 @@ class _Run:
         elif r.exit_code not in (0, 1):
             r.invalidate(f"pytest exited {r.exit_code} (interrupted, internal or usage error)",
                          "exit_status" if canaries and not statuses else None)
+
+
+def start_warm_pytest(box: DockerSandbox) -> None:
+    """Starts pytest's import in a new grading container (see ``warm_pytest``)."""
+    box.attachments["pytest"] = WarmPytest.start(box, TEST_ENV)
 
 
 def _close_quietly(box: DockerSandbox) -> None:

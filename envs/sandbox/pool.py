@@ -16,6 +16,7 @@ import shlex
 import threading
 import time
 from collections import defaultdict
+from collections.abc import Callable
 from typing import Any
 
 from repogym.envs.sandbox.base import SandboxConfig
@@ -69,6 +70,9 @@ class SandboxPool:
         self._closed = False
         self._workers: list[threading.Thread] = []
         self._fillers: dict[tuple[str, str], threading.Thread] = {}
+        # what to start in a new container of a role before it is handed out (the grader's
+        # warm pytest); a failure there discards the container
+        self.on_start: dict[str, Callable[[DockerSandbox], None]] = {}
         self.stats = {"hits": 0, "misses": 0, "reused": 0, "discarded": 0, "errors": 0}
         self.errors: list[str] = []
 
@@ -78,6 +82,13 @@ class SandboxPool:
         if self.reuse and role == "agent":
             cfg["cap_add"] = tuple(sorted(set(cfg.get("cap_add", ())) | set(RESET_CAPS)))
         box = DockerSandbox(SandboxConfig(image=image, role=role, **cfg))
+        hook = self.on_start.get(role)
+        if hook is not None:
+            try:
+                hook(box)
+            except RepogymError:
+                box.close()
+                raise
         if self.reuse and role == "agent" and not box.read_only:
             # what the engine itself changed (init binary, /etc/hosts, ...) before any agent
             try:

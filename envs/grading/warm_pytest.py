@@ -1,0 +1,169 @@
+"""pytest, imported ahead of time in a warm grading container.
+
+Importing pytest costs a third of a second or more, often more than a small test suite takes
+to run. A grading container started by the pool while the agent works also starts, as the
+unprivileged user, a Python process that imports pytest and then waits on its stdin. At
+grading time it receives the test command's arguments and runs ``pytest.console_main()``
+exactly as ``python -m pytest`` (or the ``pytest`` script) would, then the import check, and
+exits with pytest's status. Nothing of the agent's is loaded before the request arrives.
+
+It is used only when it cannot differ from a fresh process: the test command is plain
+``python -m pytest ...`` or ``pytest ...``, and nothing the process imported came from the
+repository (a repository that is pytest itself, or one of its dependencies, runs the command
+in a fresh process). The time limit is the host's: at the deadline every process of the
+unprivileged user is killed from a root exec.
+"""
+
+from __future__ import annotations
+
+import json
+import select
+import shlex
+import socket
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from repogym.envs.sandbox.base import ExecResult
+from repogym.envs.sandbox.client import engine_errors
+from repogym.envs.sandbox.shell import OutputCapture
+from repogym.envs.sandbox.transport import FrameReader, exit_code
+
+READY = "__RG_PYTEST_READY"
+REFUSED = "__RG_PYTEST_REFUSED"
+
+# Runs in the container. Prints READY once pytest is imported (or REFUSED with the reason),
+# then reads one JSON request: the argv, the form ("module" or "script") and the modules to
+# import afterwards.
+RUNNER = r"""
+import os, sys
+workdir = os.getcwd()
+try:
+    import pytest, _pytest.config
+except BaseException as exc:
+    print("__RG_PYTEST_REFUSED cannot import pytest: %r" % (exc,), flush=True); sys.exit(3)
+local = sorted(n for n, m in list(sys.modules.items())
+               if (getattr(m, "__file__", None) or "").startswith(workdir + os.sep))
+if local:
+    print("__RG_PYTEST_REFUSED imported from the repository: %s" % (local[:3],), flush=True)
+    sys.exit(3)
+print("__RG_PYTEST_READY", flush=True)
+import json
+request = json.loads(sys.stdin.readline() or "null")
+if not request:
+    sys.exit(0)
+os.close(0); os.open(os.devnull, os.O_RDONLY)
+import shutil, pytest.__main__ as main
+sys.path[:] = [p for p in sys.path if p not in ("", workdir)]  # `python -c` put the cwd first
+if request["form"] == "module":
+    sys.argv = [main.__file__, *request["args"]]
+    sys.path.insert(0, workdir)
+else:
+    script = shutil.which("pytest") or "pytest"
+    sys.argv = [script, *request["args"]]
+    sys.path.insert(0, os.path.dirname(os.path.abspath(script)))
+try:
+    code = pytest.console_main()
+except SystemExit as exc:
+    code = exc.code if isinstance(exc.code, int) else 1
+if request["imports"]:
+    import importlib
+    try:
+        for name in request["imports"]:
+            importlib.import_module(name)
+        ok = True
+    except BaseException:
+        ok = False
+    sys.stdout.write("\n__RG_IMPORTS=%d\n" % (0 if ok else 1))
+sys.stdout.flush(); sys.stderr.flush()
+sys.exit(code if 0 <= code < 256 else 1)  # a normal exit: atexit handlers run as they would
+"""
+
+
+def pytest_argv(test_cmd: str) -> tuple[str, list[str]] | None:
+    """("module" | "script", the arguments) for a plain pytest command, else None."""
+    try:
+        words = shlex.split(test_cmd)
+    except ValueError:
+        return None
+    if words[:3] in (["python", "-m", "pytest"], ["python3", "-m", "pytest"]):
+        return "module", words[3:]
+    if words[:1] == ["pytest"]:
+        return "script", words[1:]
+    return None
+
+
+@dataclass
+class WarmPytest:
+    """The waiting process in one container, and the socket to it."""
+
+    exec_id: str
+    sock: socket.socket
+    reader: FrameReader
+    ready: bool = False
+    used: bool = False
+
+    @classmethod
+    def start(cls, box: Any, env: dict[str, str]) -> WarmPytest:
+        api = box.client.api
+        with engine_errors(f"start pytest in {box.name}"):
+            exec_id = api.exec_create(
+                box.container.id, ["python", "-c", RUNNER], stdin=True, stdout=True,
+                stderr=True, user=box.user or "", workdir=box.workdir,
+                environment=env)["Id"]
+            raw = api.exec_start(exec_id, socket=True)
+        sock: socket.socket = getattr(raw, "_sock", raw)
+        sock.setblocking(True)
+        return cls(exec_id, sock, FrameReader(sock))
+
+    def wait_ready(self, timeout: float) -> bool:
+        """Whether the process imported pytest (it says so on its first line)."""
+        if self.ready:
+            return True
+        seen = b""
+        deadline = time.monotonic() + timeout
+        while b"\n" not in seen:
+            left = deadline - time.monotonic()
+            if left <= 0 or not select.select([self.sock], [], [], left)[0]:
+                return False
+            if not self.reader.fill():
+                return False
+            seen += self.reader.take()
+        self.ready = seen.decode(errors="replace").startswith(READY)
+        return self.ready
+
+    def run(self, box: Any, args: list[str], form: str, imports: list[str], timeout: float,
+            limit: int) -> ExecResult:
+        """Runs pytest once; a timeout kills every process of the unprivileged user."""
+        self.used = True
+        start = time.monotonic()
+        request = {"args": args, "form": form, "imports": imports}
+        self.sock.sendall(json.dumps(request).encode() + b"\n")
+        capture = OutputCapture(limit)
+        timed_out = False
+        deadline = start + timeout
+        while True:
+            left = deadline - time.monotonic()
+            if left <= 0 and timed_out:
+                break  # killed, yet the stream did not end: give up on it
+            if left <= 0:
+                timed_out = True
+                box.exec(["pkill", "-9", "-u", box.user or "repogym"], user="root", timeout=30)
+                deadline = time.monotonic() + 30  # what is left of the stream, then its end
+                continue
+            if select.select([self.sock], [], [], left)[0]:
+                if not self.reader.fill():
+                    break
+                capture.add(self.reader.take())
+        capture.add(self.reader.take())
+        self.close()
+        code = 137 if timed_out else exit_code(box.client.api, self.exec_id, "pytest")
+        output, truncated = capture.text()
+        return ExecResult(output, code, timed_out=timed_out, truncated=truncated,
+                          n_bytes=capture.total, duration=time.monotonic() - start)
+
+    def close(self) -> None:
+        try:
+            self.sock.close()
+        except OSError:
+            pass
