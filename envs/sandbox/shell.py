@@ -17,7 +17,9 @@ from typing import Protocol
 
 from repogym.envs.sandbox.base import ExecResult
 
-# Sent once when the shell starts. stdin carries the protocol, so commands get </dev/null.
+# Sent once when the shell starts; it defines the function every command calls, so that each
+# command sends only itself (bash reads a pipe one byte at a time). stdin carries the protocol,
+# so commands get </dev/null.
 # fd 9 is a FIFO the shell holds open at both ends: nothing ever arrives on it, so a
 # `read -t` on it is a sleep that needs no process (the watchdog below).
 PRELUDE = r"""
@@ -39,41 +41,45 @@ __rg_left() { local d; for d in /proc/[0-9]*; do
   [ "${d#/proc/}" != $$ ] && [ -O "$d" ] && return 0; done; return 1; }
 __rg_reap={reap}
 [ "$EUID" = 0 ] && __rg_reap=0
-printf '__RG_READY %d\n' "$$"
-"""
-
-# One command. A watchdog started first (while process slots are certainly free) signals the
-# shell when the time is up; the shell's USR1 trap then kills the command's process group, so
-# a command that exhausts the process limit is still stopped without a new process. When the
-# shell runs unprivileged, `kill -KILL -1` afterwards ends every other process of its user
-# (kill(-1) spares the caller): nothing a command started outlives it, not even what left the
-# process group (setsid, nohup, a second job-control shell). It repeats until no process of the
-# user is left, zombies included (for at most about 3 s): a fork bomb's orphans hold process slots
-# until the container's init reaps them, and the next command needs free slots to start.
-COMMAND = r"""IFS= read -r -d '' __rg_cmd <<'__RG_EOF_{nonce}'
-{command}
-__RG_EOF_{nonce}
+# One command (in __rg_cmd; $1 is its time limit). A watchdog started first (while process
+# slots are certainly free) signals the shell when the time is up; the shell's USR1 trap then
+# kills the command's process group, so a command that exhausts the process limit is still
+# stopped without a new process. When the shell runs unprivileged, `kill -KILL -1` afterwards
+# ends every other process of its user (kill(-1) spares the caller): nothing a command started
+# outlives it, not even what left the process group (setsid, nohup, a second job-control
+# shell). It repeats until no process of the user is left, zombies included (for at most about
+# 3 s): a fork bomb's orphans hold process slots until the container's init reaps them, and the
+# next command needs free slots to start. The state file is read back at the top level:
+# sourced in a function, `export -p`'s `declare -x` lines would make locals.
+__rg_run() {
 __rg_pid=
 __rg_to=0
-if [ $__rg_wait = fifo ]; then ( read -r -t {timeout} -u 9; kill -USR1 $$ ) </dev/null >&- 2>&- &
-else ( command sleep {timeout}; kill -USR1 $$ ) </dev/null >/dev/null 2>&1 & fi
+if [ $__rg_wait = fifo ]; then ( read -r -t "$1" -u 9; kill -USR1 $$ ) </dev/null >&- 2>&- &
+else ( command sleep "$1"; kill -USR1 $$ ) </dev/null >/dev/null 2>&1 & fi
 __rg_wd=$!
 set -m
-( trap __rg_save EXIT; eval "${{__rg_cmd%$'\n'}}" ) </dev/null 9>&- &
+( set --; trap __rg_save EXIT; eval "${__rg_cmd%$'\n'}" ) </dev/null 9>&- &
 __rg_pid=$!
 set +m
-{{ wait $__rg_pid; __rg_rc=$?
+{ wait $__rg_pid; __rg_rc=$?
 while kill -0 $__rg_pid; do wait $__rg_pid; __rg_rc=$?; done
 kill -KILL $__rg_wd; wait $__rg_wd
 kill -KILL -- -$__rg_pid
-[ $__rg_reap = 1 ] && kill -KILL -1 && {{ wait; __rg_n=0
-while __rg_left && [ $((__rg_n+=1)) -lt 300 ]; do kill -KILL -1; read -r -t 0.01 -u 9; done; }}
-}} 2>/dev/null
+[ $__rg_reap = 1 ] && kill -KILL -1 && { wait; __rg_n=0
+while __rg_left && [ $((__rg_n+=1)) -lt 300 ]; do kill -KILL -1; read -r -t 0.01 -u 9; done; }
+} 2>/dev/null
 __rg_pid=
-[ -s "$__rg_state" ] && . "$__rg_state" 2>/dev/null
-: > "$__rg_state"
+}
+printf '__RG_READY %d\n' "$$"
+"""
+
+COMMAND = r"""IFS= read -r -d '' __rg_cmd <<'__RG_EOF_{nonce}'
+{command}
+__RG_EOF_{nonce}
+__rg_run {timeout}; [ -s "$__rg_state" ] && . "$__rg_state" 2>/dev/null; : > "$__rg_state"
 printf '\n__RG_END_{nonce} %d %d %s\n' "$__rg_rc" "$__rg_to" "$PWD"
 """
+
 
 class Transport(Protocol):
     """A byte stream to a shell, and a way to signal it."""

@@ -26,6 +26,13 @@ def test_state_persists_between_calls(fake: FakeSandbox) -> None:
     assert result.output == "/tmp\nhi\n"
 
 
+def test_a_command_sees_a_plain_shell(fake: FakeSandbox) -> None:
+    # commands run through a function of the harness: none of its arguments leak in
+    assert fake.run('echo "[$1][$#]"').output == "[][0]\n"
+    assert fake.run("export -n NOTHING; unset __rg_cmd; declare -x ONE=1").exit_code == 0
+    assert fake.run("echo $ONE; true").output == "1\n"
+
+
 def test_exit_codes_and_merged_output(fake: FakeSandbox) -> None:
     result = fake.run("echo out; echo err >&2; exit 3")
     assert result.exit_code == 3
