@@ -274,7 +274,7 @@ class _Recording:
 
         copies = self.copies()
         if copies:
-            return None, f"the image already holds the removed code, in {copies[:3]}"
+            return None, f"the image already holds the removed code: {copies[:3]}"
         self.box.put_files({"repogym-grade/gold.patch": self.task.patch.encode()}, "/opt")
         text = self.root("cd /testbed && git apply --binary --whitespace=nowarn "
                          "/opt/repogym-grade/gold.patch >/dev/null 2>&1 && echo APPLIED && "
