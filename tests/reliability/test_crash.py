@@ -105,8 +105,11 @@ def eval_cmd(out: Path) -> list[str]:
 def test_sigint_stops_eval_cleanly_and_the_rerun_resumes(tmp_path: Path) -> None:
     out = tmp_path / "run"
     results = out / "results.jsonl"
+    # a job started in the background by a shell inherits SIGINT ignored (and Python then
+    # keeps it so): give the child the default disposition, as a terminal would
     proc = subprocess.Popen(eval_cmd(out), cwd=REPO_ROOT, env=child_env(), text=True,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     assert wait_until(lambda: results.exists() and results.read_text().count("\n") >= 1, 300)
     proc.send_signal(signal.SIGINT)
     stdout, stderr = proc.communicate(timeout=120)
