@@ -1,8 +1,9 @@
 """Step and reset latency, and steps per second with several envs at once.
 
 Each comparison runs on the same container (step) or the same image (reset) in the same
-process, alternating between the variants on every repetition so that a burst of load from
-elsewhere on the machine hits all of them alike.
+process. Step variants take turns in blocks of calls, so that a burst of load from elsewhere on
+the machine hits all of them alike while no variant pays for the engine's clean-up after
+another. Reset variants run one after another, each in a loop of its own.
 """
 
 from __future__ import annotations
@@ -32,18 +33,26 @@ from repogym.errors import RepogymError
 
 STEP_COMMANDS = ("true", "ls")
 WARMUP = 3
+BLOCK = 20  # calls of one method in a row
+SETTLE = 0.2  # seconds between blocks
 
 
 def _interleaved(methods: dict[str, Callable[[], Any]], n: int) -> dict[str, list[float]]:
-    """``n`` timings of each method, the order rotating on every repetition."""
+    """``n`` timings of each method, in blocks of ``BLOCK`` calls that take turns (the order
+    rotating every round), with a pause between blocks: a `docker exec` leaves the engine busy
+    for a while after it returns, and on a small machine that work must not land in the next
+    method's timings."""
     names = list(methods)
     for name in names:
         for _ in range(WARMUP):
             methods[name]()
     out: dict[str, list[float]] = {name: [] for name in names}
-    for i in range(n):
+    rounds = -(-n // BLOCK)
+    for i in range(rounds):
         for name in names[i % len(names):] + names[: i % len(names)]:
-            out[name].append(timed(methods[name])[0])
+            time.sleep(SETTLE)
+            for _ in range(min(BLOCK, n - len(out[name]))):
+                out[name].append(timed(methods[name])[0])
     return out
 
 

@@ -41,15 +41,15 @@ __rg_left() { local d; for d in /proc/[0-9]*; do
   [ "${d#/proc/}" != $$ ] && [ -O "$d" ] && return 0; done; return 1; }
 __rg_reap={reap}
 [ "$EUID" = 0 ] && __rg_reap=0
-# One command (in __rg_cmd; $1 is its time limit). A watchdog started first (while process
-# slots are certainly free) signals the shell when the time is up; the shell's USR1 trap then
-# kills the command's process group, so a command that exhausts the process limit is still
-# stopped without a new process. When the shell runs unprivileged, `kill -KILL -1` afterwards
-# ends every other process of its user (kill(-1) spares the caller): nothing a command started
-# outlives it, not even what left the process group (setsid, nohup, a second job-control
-# shell). It repeats until no process of the user is left, zombies included (for at most about
-# 3 s): a fork bomb's orphans hold process slots until the container's init reaps them, and the
-# next command needs free slots to start. The state file is read back at the top level:
+# One command (in __rg_cmd; $1 is its time limit, $2 whether to save its state). A watchdog
+# started first (while process slots are certainly free) signals the shell when the time is up;
+# the shell's USR1 trap then kills the command's process group, so a command that exhausts the
+# process limit is still stopped without a new process. When the shell runs unprivileged, `kill
+# -KILL -1` afterwards ends every other process of its user (kill(-1) spares the caller): nothing
+# a command started outlives it, not even what left the process group (setsid, nohup, a second
+# job-control shell). It repeats until no process of the user is left, zombies included (for at
+# most about 3 s): a fork bomb's orphans hold process slots until the container's init reaps them,
+# and the next command needs free slots to start. The state file is read back at the top level:
 # sourced in a function, `export -p`'s `declare -x` lines would make locals.
 __rg_run() {
 __rg_pid=
@@ -58,7 +58,7 @@ if [ $__rg_wait = fifo ]; then ( read -r -t "$1" -u 9; kill -USR1 $$ ) </dev/nul
 else ( command sleep "$1"; kill -USR1 $$ ) </dev/null >/dev/null 2>&1 & fi
 __rg_wd=$!
 set -m
-( set --; trap __rg_save EXIT; eval "${__rg_cmd%$'\n'}" ) </dev/null 9>&- &
+( [ "$2" = 1 ] && trap __rg_save EXIT; set --; eval "${__rg_cmd%$'\n'}" ) </dev/null 9>&- &
 __rg_pid=$!
 set +m
 { wait $__rg_pid; __rg_rc=$?
@@ -76,9 +76,25 @@ printf '__RG_READY %d\n' "$$"
 COMMAND = r"""IFS= read -r -d '' __rg_cmd <<'__RG_EOF_{nonce}'
 {command}
 __RG_EOF_{nonce}
-__rg_run {timeout}; [ -s "$__rg_state" ] && . "$__rg_state" 2>/dev/null; : > "$__rg_state"
+__rg_run {timeout} {save}
+[ -s "$__rg_state" ] && {{ . "$__rg_state"; : > "$__rg_state"; }} 2>/dev/null
 printf '\n__RG_END_{nonce} %d %d %s\n' "$__rg_rc" "$__rg_to" "$PWD"
 """
+
+
+# What a command needs to change the directory or the exported variables of the shell: a
+# builtin that does, an assignment, or anything that could build one (expansions, globs,
+# braces, quotes, escapes). A command with none of these runs programs only, and saving the
+# state after it (`export -p` into a file, a millisecond and more) is skipped.
+_STATE_CHANGE = re.compile(
+    r"""[$`\\'"={?*[]|(?:^|[\s;&|(){}])(?:cd|pushd|popd|export|unset|declare|typeset|source|set"""
+    r"""|eval|alias|readonly|local|shopt|umask|builtin|command|exec|enable|trap|\.)"""
+    r"""(?=$|[\s;&|(){}])""")
+
+
+def may_change_state(command: str) -> bool:
+    """Whether ``command`` might change the shell's directory or exported variables."""
+    return bool(_STATE_CHANGE.search(command))
 
 
 class Transport(Protocol):
@@ -192,7 +208,8 @@ class Shell:
     def run(self, command: str, timeout: float) -> ExecResult:
         nonce = secrets.token_hex(8)
         marker = f"\n__RG_END_{nonce} ".encode()
-        script = COMMAND.format(nonce=nonce, command=command.replace("\x00", ""),
+        command = command.replace("\x00", "")
+        script = COMMAND.format(nonce=nonce, command=command, save=int(may_change_state(command)),
                                 timeout=f"{max(timeout, 0.001):.3f}")
         start = time.monotonic()
         self.transport.send(script.encode("utf-8", errors="surrogateescape"))

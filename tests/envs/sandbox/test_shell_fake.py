@@ -33,6 +33,25 @@ def test_a_command_sees_a_plain_shell(fake: FakeSandbox) -> None:
     assert fake.run("echo $ONE; true").output == "1\n"
 
 
+def test_state_changes_persist_however_they_are_written(fake: FakeSandbox) -> None:
+    fake.run("export FOO=1")
+    for command in ["FOO=2", "c''d /tmp", "{cd,} /", "set -a; BAR=3", "cd\t/usr"]:
+        fake.run(command)
+    assert fake.run("echo $FOO $BAR; pwd").output == "2 3\n/usr\n"
+    assert fake.run("ls >/dev/null; true").exit_code == 0
+    assert fake.run("pwd").output == "/usr\n"  # commands that run programs only keep it too
+
+
+def test_only_commands_that_may_change_state_save_it() -> None:
+    from repogym.envs.sandbox.shell import may_change_state
+
+    for quick in ["true", "ls -la src", "python -m pytest tests/test_a.py -x", "git status"]:
+        assert not may_change_state(quick), quick
+    for saving in ["cd x", "A=1", "export A", ". venv/bin/activate", "echo $X", "{cd,} /",
+                   "c? /", "c''d /", "c\\d /", "ls;cd x", "(cd x)", "source x", "set -a"]:
+        assert may_change_state(saving), saving
+
+
 def test_exit_codes_and_merged_output(fake: FakeSandbox) -> None:
     result = fake.run("echo out; echo err >&2; exit 3")
     assert result.exit_code == 3
