@@ -361,8 +361,11 @@ class _Run:
 
 
 def start_warm_pytest(box: DockerSandbox) -> None:
-    """Starts pytest's import in a new grading container (see ``warm_pytest``)."""
-    box.attachments["pytest"] = WarmPytest.start(box, TEST_ENV)
+    """Starts pytest's import in a new grading container (see ``warm_pytest``) and waits for it
+    in the pool's filler thread, so that a ready container is warm through and through."""
+    warm = WarmPytest.start(box, TEST_ENV)
+    warm.wait_ready(30.0)  # a refusal or a slow import: grading falls back or waits the rest
+    box.attachments["pytest"] = warm
 
 
 def _close_quietly(box: DockerSandbox) -> None:
