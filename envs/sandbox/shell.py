@@ -17,69 +17,92 @@ from typing import Protocol
 
 from repogym.envs.sandbox.base import ExecResult
 
-# Sent once when the shell starts; it defines the function every command calls, so that each
-# command sends only itself (bash reads a pipe one byte at a time). stdin carries the protocol,
-# so commands get </dev/null.
-# fd 9 is a FIFO the shell holds open at both ends: nothing ever arrives on it, so a
-# `read -t` on it is a sleep that needs no process (the watchdog below).
+# Sent once when the shell starts; it defines the functions every command calls, so that each
+# command sends little more than itself (bash reads a pipe one byte at a time). stdin carries the
+# protocol, so commands get </dev/null.
+#
+# Time limits: a timer process, started once and restarted only when gone, is told each
+# command's limit over a FIFO (fd 8) and signals the shell with USR1 when it runs out; the shell's
+# trap then kills the command's process group, so a command that exhausts the process limit is
+# still stopped without a new process, and no process is started per command. The trap kills only
+# once the running command's own deadline has passed, so a late signal meant for an earlier
+# command, or one sent by a command, stops nothing. fd 9 is a FIFO that nothing ever writes to: a
+# `read -t` on it is a sleep that needs no process. The timer polls for the shell once a second
+# while idle, so it does not outlive a shell that was killed.
 PRELUDE = r"""
 exec 2>&1
 set +o history
 __rg_state="${TMPDIR:-/tmp}/.repogym-state-$$"
 : > "$__rg_state"
-__rg_save() { { printf 'cd -- %q\n' "$PWD"; export -p; } > "$__rg_state" 2>/dev/null; }
+__rg_save() { local f=$__rg_state v; for v in "${!__rg_@}"; do unset -v "$v"; done 2>/dev/null
+  { printf 'cd -- %q\n' "$PWD"; export -p; } > "$f" 2>/dev/null; }
 __rg_pid=
 __rg_to=0
-trap '__rg_to=1; [ -n "$__rg_pid" ] && kill -KILL -- -$__rg_pid 2>/dev/null' USR1
-__rg_fifo="${TMPDIR:-/tmp}/.repogym-wd-$$"
-__rg_wait=sleep
-{ command rm -f -- "$__rg_fifo"; command mkfifo -m 600 -- "$__rg_fifo" && exec 9<>"$__rg_fifo" \
-  && __rg_wait=fifo; command rm -f -- "$__rg_fifo"; } 2>/dev/null
-# Whether a process of this user other than the shell is left; builtins only, no fork.
-# (`kill -0 -1` cannot tell: it succeeds while any process at all is visible.)
-__rg_left() { local d; for d in /proc/[0-9]*; do
-  [ "${d#/proc/}" != $$ ] && [ -O "$d" ] && return 0; done; return 1; }
+__rg_end=0
+__rg_tpid=
+__rg_now() { __rg_t=${EPOCHREALTIME//[!0-9]/}; }
+trap '[ -n "$__rg_pid" ] && __rg_now && [ $__rg_t -ge $__rg_end ] \
+  && { __rg_to=1; kill -KILL -- -$__rg_pid; } 2>/dev/null' USR1
+trap '[ -n "$__rg_tpid" ] && kill -KILL $__rg_tpid 2>/dev/null' EXIT
+{ __rg_fifo="${TMPDIR:-/tmp}/.repogym-fifo-$$"
+  for __rg_fd in 8 9; do command rm -f -- "$__rg_fifo"
+    command mkfifo -m 600 -- "$__rg_fifo" && eval "exec $__rg_fd<>\"\$__rg_fifo\""; done
+  command rm -f -- "$__rg_fifo"; } 2>/dev/null
+__rg_timer() { local t= r; trap - USR1 EXIT
+  while :; do
+    if [ -n "$t" ]; then read -r -t "$t" -u 8 t; r=$?; [ $r -gt 128 ] && { kill -USR1 $$ || exit; }
+    else read -r -t 1 -u 8 t; r=$?; [ $r -gt 128 ] && { kill -0 $$ || exit; }; fi
+    [ $r -gt 128 ] && t=; [ $r != 0 ] && [ $r -le 128 ] && exit
+  done; }
+# Whether a process of this user other than the shell and its timer is left; builtins only, no
+# fork. (`kill -0 -1` cannot tell: it succeeds while any process at all is visible.)
+__rg_left() { local d; for d in /proc/[0-9]*; do d=${d#/proc/}
+  [ $d != $$ ] && [ "$d" != "$__rg_tpid" ] && [ -O /proc/$d ] && return 0; done; return 1; }
 __rg_reap={reap}
 [ "$EUID" = 0 ] && __rg_reap=0
-# One command (in __rg_cmd; $1 is its time limit, $2 whether to save its state). A watchdog
-# started first (while process slots are certainly free) signals the shell when the time is up;
-# the shell's USR1 trap then kills the command's process group, so a command that exhausts the
-# process limit is still stopped without a new process. When the shell runs unprivileged, `kill
-# -KILL -1` afterwards ends every other process of its user (kill(-1) spares the caller): nothing
-# a command started outlives it, not even what left the process group (setsid, nohup, a second
-# job-control shell). It repeats until no process of the user is left, zombies included (for at
-# most about 3 s): a fork bomb's orphans hold process slots until the container's init reaps them,
-# and the next command needs free slots to start. The state file is read back at the top level:
-# sourced in a function, `export -p`'s `declare -x` lines would make locals.
+# One command, read from stdin; $1 is its time limit in seconds, $2 the same in microseconds, $3
+# whether to save its state. When the shell runs unprivileged and a process of its user outlives
+# the command, `kill -KILL -1` ends every other process of that user (kill(-1) spares the
+# caller), timer included: nothing a command started outlives it, not even what left the process
+# group (setsid, nohup, a second job-control shell). It repeats until no process of the user is
+# left, zombies included (for at most about 3 s): a fork bomb's orphans hold process slots until
+# the container's init reaps them, and the next command needs free slots to start. The state file
+# is read back at the top level: sourced in a function, `export -p`'s `declare -x` lines would
+# make locals.
 __rg_run() {
+IFS= read -r -d '' __rg_cmd; __rg_cmd=${__rg_cmd%$'\n'}
 __rg_pid=
 __rg_to=0
-if [ $__rg_wait = fifo ]; then ( read -r -t "$1" -u 9; kill -USR1 $$ ) </dev/null >&- 2>&- &
-else ( command sleep "$1"; kill -USR1 $$ ) </dev/null >/dev/null 2>&1 & fi
-__rg_wd=$!
+__rg_now; __rg_end=$((__rg_t + $2))
+kill -0 "$__rg_tpid" 2>/dev/null || { __rg_timer </dev/null >/dev/null 2>&1 9>&- & __rg_tpid=$!; }
+printf '%s\n' "$1" >&8
 set -m
-( [ "$2" = 1 ] && trap __rg_save EXIT; set --; eval "${__rg_cmd%$'\n'}" ) </dev/null 9>&- &
+( [ "$3" = 1 ] && trap __rg_save EXIT
+  [ "$4" = 1 ] && hash -- "${__rg_cmd%% *}" 2>/dev/null && __rg_cmd="exec $__rg_cmd"
+  set --; eval "$__rg_cmd" ) </dev/null 8>&- 9>&- &
 __rg_pid=$!
 set +m
 { wait $__rg_pid; __rg_rc=$?
 while kill -0 $__rg_pid; do wait $__rg_pid; __rg_rc=$?; done
-kill -KILL $__rg_wd; wait $__rg_wd
+echo >&8
 kill -KILL -- -$__rg_pid
-[ $__rg_reap = 1 ] && kill -KILL -1 && { wait; __rg_n=0
+[ $__rg_reap = 1 ] && __rg_left && { kill -KILL -1; wait; __rg_tpid=; __rg_n=0
 while __rg_left && [ $((__rg_n+=1)) -lt 300 ]; do kill -KILL -1; read -r -t 0.01 -u 9; done; }
 } 2>/dev/null
 __rg_pid=
 }
+__rg_fin() { printf '\n__RG_END_%s %d %d %s\n' "$1" "$__rg_rc" "$__rg_to" "$PWD"; }
 printf '__RG_READY %d\n' "$$"
 """
 
-COMMAND = r"""IFS= read -r -d '' __rg_cmd <<'__RG_EOF_{nonce}'
+COMMAND = r"""__rg_run {seconds} {micros} {save} {program} <<'__RG_EOF_{nonce}'
 {command}
 __RG_EOF_{nonce}
-__rg_run {timeout} {save}
-[ -s "$__rg_state" ] && {{ . "$__rg_state"; : > "$__rg_state"; }} 2>/dev/null
-printf '\n__RG_END_{nonce} %d %d %s\n' "$__rg_rc" "$__rg_to" "$PWD"
+{load}__rg_fin {nonce}
 """
+
+# After a command that saved its state: read it back at the top level.
+LOAD_STATE = """[ -s "$__rg_state" ] && { . "$__rg_state"; : > "$__rg_state"; } 2>/dev/null\n"""
 
 
 # What a command needs to change the directory or the exported variables of the shell: a
@@ -88,13 +111,33 @@ printf '\n__RG_END_{nonce} %d %d %s\n' "$__rg_rc" "$__rg_to" "$PWD"
 # state after it (`export -p` into a file, a millisecond and more) is skipped.
 _STATE_CHANGE = re.compile(
     r"""[$`\\'"={?*[]|(?:^|[\s;&|(){}])(?:cd|pushd|popd|export|unset|declare|typeset|source|set"""
-    r"""|eval|alias|readonly|local|shopt|umask|builtin|command|exec|enable|trap|\.)"""
+    r"""|eval|alias|readonly|local|shopt|umask|builtin|command|exec|enable|trap|read|mapfile"""
+    r"""|readarray|printf|let|getopts|for|select|\.)"""
     r"""(?=$|[\s;&|(){}])""")
 
 
 def may_change_state(command: str) -> bool:
     """Whether ``command`` might change the shell's directory or exported variables."""
     return bool(_STATE_CHANGE.search(command))
+
+
+# One program with plain words for arguments: no operators, redirections, quoting or expansions.
+# Unless its name is a builtin or a keyword, the command's subshell can become the program
+# (`exec`), one fork fewer.
+_ONE_PROGRAM = re.compile(r"[A-Za-z0-9_.+-]+(?:[ \t]+[A-Za-z0-9_.,:@%+/=~^-]+)*[ \t]*")
+_NOT_PROGRAMS = frozenset("""
+    . : [ [[ ]] ! { } alias bg bind break builtin caller case cd command compgen complete compopt
+    continue coproc declare dirs disown do done echo elif else enable esac eval exec exit export
+    false fc fg fi for function getopts hash help history if in jobs kill let local logout
+    mapfile popd printf pushd pwd read readarray readonly return select set shift shopt source
+    suspend test then time times trap true type typeset ulimit umask unalias unset until wait
+    while""".split())
+
+
+def runs_one_program(command: str) -> bool:
+    """Whether ``command`` is one program with plain arguments, so it may replace its subshell."""
+    return (_ONE_PROGRAM.fullmatch(command) is not None
+            and command.split(maxsplit=1)[0] not in _NOT_PROGRAMS)
 
 
 class Transport(Protocol):
@@ -209,8 +252,12 @@ class Shell:
         nonce = secrets.token_hex(8)
         marker = f"\n__RG_END_{nonce} ".encode()
         command = command.replace("\x00", "")
-        script = COMMAND.format(nonce=nonce, command=command, save=int(may_change_state(command)),
-                                timeout=f"{max(timeout, 0.001):.3f}")
+        save = may_change_state(command)
+        seconds = max(timeout, 0.001)
+        script = COMMAND.format(nonce=nonce, command=command, save=int(save),
+                                program=int(not save and runs_one_program(command)),
+                                seconds=f"{seconds:.3f}", micros=round(seconds * 1e6),
+                                load=LOAD_STATE if save else "")
         start = time.monotonic()
         self.transport.send(script.encode("utf-8", errors="surrogateescape"))
         end = self._read_until(_Capture(self.output_limit, marker), start + timeout)

@@ -45,6 +45,15 @@ def test_timeout_returns_on_time_and_shell_survives(box: DockerSandbox) -> None:
     assert box.run("echo next").output == "next\n"
 
 
+def test_timeouts_hold_after_the_strays_and_the_timer_were_killed(box: DockerSandbox) -> None:
+    # a stray makes the shell end every other process of the user, its timer included
+    assert box.run("setsid sleep 100 & echo left").output == "left\n"
+    start = time.monotonic()
+    assert box.run("sleep 1000", timeout=2).timed_out
+    assert time.monotonic() - start < 4
+    assert box.run("echo next").output == "next\n"
+
+
 def test_large_output_is_capped_without_host_memory_growth(box: DockerSandbox) -> None:
     before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     result = box.run("head -c 50000000 /dev/zero | tr '\\0' x", timeout=60)

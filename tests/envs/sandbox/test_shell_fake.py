@@ -52,6 +52,45 @@ def test_only_commands_that_may_change_state_save_it() -> None:
         assert may_change_state(saving), saving
 
 
+def test_one_program_commands_are_told_apart() -> None:
+    from repogym.envs.sandbox.shell import runs_one_program
+
+    for one in ["ls", "ls -la /tmp", "python -m pytest tests/x.py -q", "git diff HEAD~1",
+                "cat a.txt "]:
+        assert runs_one_program(one), one
+    for other in ["true", "cd /tmp", "echo hi", "ls; rm x", "ls > f", "ls *", "FOO=1 ls",
+                  "./run.sh", "cat a\nb", "ls | wc", "ls &", "time ls", "exec ls", "if"]:
+        assert not runs_one_program(other), other
+
+
+def test_a_program_that_replaces_its_subshell_behaves_like_any_command(fake: FakeSandbox) -> None:
+    assert fake.run("ls").output == "a.txt\n"
+    assert fake.run("ls -d nothing-here").exit_code == 2
+    missing = fake.run("no-such-program-x --flag")
+    assert missing.exit_code == 127 and "command not found" in missing.output
+    start = time.monotonic()
+    assert fake.run("sleep 1000", timeout=1).timed_out
+    assert time.monotonic() - start < 3
+    shell = fake.run("echo $$").output.strip()
+    assert "ps" in fake.run(f"ps -o comm --ppid {shell}").output.split()  # no subshell between
+
+
+def test_a_timeout_after_the_timer_was_killed(fake: FakeSandbox) -> None:
+    # the shell starts a new timer before the next command
+    timer, *children = fake.run("echo $__rg_tpid; ps -o pid --no-headers --ppid $$").output.split()
+    assert timer in children
+    fake.run(f"kill -9 {timer}")
+    start = time.monotonic()
+    assert fake.run("sleep 1000", timeout=1).timed_out
+    assert time.monotonic() - start < 3
+
+
+def test_a_late_timer_signal_stops_nothing(fake: FakeSandbox) -> None:
+    # a signal that reaches the shell before the running command's deadline is ignored
+    result = fake.run("kill -USR1 $$; sleep 0.3; echo survived", timeout=30)
+    assert result.output == "survived\n" and not result.timed_out
+
+
 def test_exit_codes_and_merged_output(fake: FakeSandbox) -> None:
     result = fake.run("echo out; echo err >&2; exit 3")
     assert result.exit_code == 3
