@@ -27,7 +27,7 @@ from repogym.envs.grading.warm_pytest import WarmPytest, pytest_argv
 from repogym.envs.sandbox.base import SandboxConfig
 from repogym.envs.sandbox.docker import DockerSandbox
 from repogym.envs.sandbox.pool import SandboxPool
-from repogym.envs.sandbox.transport import exec_with_input
+from repogym.envs.sandbox.runner import Runner
 from repogym.errors import RepogymError
 from repogym.tasks.schema import Task
 
@@ -100,7 +100,7 @@ class Grader:
         self.rng = random.Random(seed)
         self.pool = pool
         if pool is not None:
-            pool.on_start["grader"] = start_warm_pytest
+            pool.on_start["grader"] = prepare_grader
 
     def container_config(self) -> dict[str, Any]:
         c = self.config
@@ -135,17 +135,20 @@ class Grader:
 
 
 class _Run:
-    """One grading run in one container: staging (one exec, two when a setup file must be
-    judged by content), the tests (one exec), the results (one exec)."""
+    """One grading run in one container: staging (one script, two when a setup file must be
+    judged by content), the tests, the results (one script). The scripts go to the container's
+    root runner, started with the container when it came from the pool."""
 
     def __init__(self, grader: Grader, task: Task, box: DockerSandbox, report: GradingReport):
         self.g, self.task, self.box, self.report = grader, task, box, report
         self.pytest = task.environment.log_parser in PYTEST_PARSERS
         self.changed: list[str] = []
+        if "root" not in box.attachments:
+            box.attachments["root"] = Runner.start(box)
+        self.runner: Runner = box.attachments["root"]
 
-    def root(self, script: str, timeout: float = 120) -> tuple[int, str]:
-        result = self.box.exec(["bash", "-c", script], user="root", timeout=timeout,
-                               limit=64 * 1024 * 1024)
+    def root(self, script: str, timeout: float = 120, data: bytes = b"") -> tuple[int, str]:
+        result = self.runner.run(script, data, timeout)
         return result.exit_code, result.output
 
     def grade(self, patch: str) -> None:
@@ -179,7 +182,7 @@ class _Run:
         finish = lambda: stage.finish_script(  # noqa: E731 - built once stripped is final
             sorted(stripped), candidates, test_files, self._protected_dirs(test_files, candidates))
         if checked:  # the host must read those files before it knows what to strip
-            code, out = self._root_with_input(first, upload)
+            code, out = self.root(first, data=upload)
             staged = stage.parse(out, checked)
             for path in checked:
                 if staged.applied and stage.config_changed(path, *staged.contents[path]):
@@ -187,7 +190,7 @@ class _Run:
             code, out2 = self.root(stage.resume_header(staged.applied) + finish())
             staged = stage.parse(out + out2, checked)
         else:
-            code, out = self._root_with_input(first + finish(), upload)
+            code, out = self.root(first + finish(), data=upload)
             staged = stage.parse(out, checked)
         stage.require_done(staged, out)
         r.patch_applied = staged.applied
@@ -207,11 +210,6 @@ class _Run:
         if staged.canary is None:
             return None
         return candidates[staged.canary]
-
-    def _root_with_input(self, script: str, data: bytes) -> tuple[int, str]:
-        code, raw = exec_with_input(self.box.client.api, self.box.container.id,
-                                    ["bash", "-c", script], data, user="root")
-        return code, raw.decode("utf-8", errors="replace")
 
     def _protected_dirs(self, test_files: list[str], candidates: list[Canaries]) -> list[str]:
         """/testbed and every folder on the way to a test file: no new conftest.py there."""
@@ -360,12 +358,14 @@ class _Run:
                          "exit_status" if canaries and not statuses else None)
 
 
-def start_warm_pytest(box: DockerSandbox) -> None:
-    """Starts pytest's import in a new grading container (see ``warm_pytest``) and waits for it
-    in the pool's filler thread, so that a ready container is warm through and through."""
+def prepare_grader(box: DockerSandbox) -> None:
+    """Starts a new grading container's root runner and pytest's import (see ``warm_pytest``),
+    and waits for the import in the pool's filler thread, so that a ready container is warm
+    through and through."""
+    box.attachments["root"] = Runner.start(box)
     warm = WarmPytest.start(box, TEST_ENV)
-    warm.wait_ready(30.0)  # a refusal or a slow import: grading falls back or waits the rest
     box.attachments["pytest"] = warm
+    warm.wait_ready(30.0)  # a refusal or a slow import: grading falls back or waits the rest
 
 
 def _close_quietly(box: DockerSandbox) -> None:

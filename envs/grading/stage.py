@@ -118,10 +118,6 @@ def upload(files: dict[str, str]) -> bytes:
     return buf.getvalue()
 
 
-def _b64(text: str) -> str:
-    return base64.b64encode(text.encode("utf-8", errors="surrogateescape")).decode()
-
-
 def _unb64(text: str) -> str:
     return base64.b64decode(text.strip() or b"").decode("utf-8", errors="replace")
 
@@ -162,9 +158,10 @@ def finish_script(stripped: list[str], candidates: list[Canaries], locked: list[
     plant = ""
     for i, canary in enumerate(candidates):
         q = shlex.quote(canary.path)
+        folder = shlex.quote(canary.path.rpartition("/")[0] or ".")
         plant += (f'if [ -z "$__rg_canary" ] && [ ! -e {q} ] && [ ! -L {q} ]; then '
-                  f"__rg_canary={i}; mkdir -p -- \"$(dirname {q})\" && printf %s "
-                  f"{_b64(canary.source)} | base64 -d > {q} && locked+=({q}); fi\n")
+                  f"__rg_canary={i}; mkdir -p -- {folder} && printf %s "
+                  f"{shlex.quote(canary.source)} > {q} && locked+=({q}); fi\n")
     qlocked = " ".join(shlex.quote(p) for p in locked)
     qdirs = " ".join(shlex.quote(d) for d in dirs)
     return f"""cd /testbed
@@ -176,8 +173,10 @@ __rg_canary=
 locked=({qlocked})
 {plant}echo "__RG_CANARY=$__rg_canary"
 mkdir -p {OUT} && chown 1000:1000 {OUT} 2>/dev/null || chmod 777 {OUT}
-for f in "${{locked[@]}}"; do [ -e "$f" ] && chown root:root "$f" && chmod 644 "$f"; done
-for d in {qdirs}; do [ -d "$d" ] && chown root:root "$d" && chmod 755 "$d"; done
+files=(); for f in "${{locked[@]}}"; do [ -e "$f" ] && files+=("$f"); done
+dirs=(); for d in {qdirs}; do [ -d "$d" ] && dirs+=("$d"); done
+[ ${{#files[@]}} = 0 ] || {{ chown root:root -- "${{files[@]}}"; chmod 644 -- "${{files[@]}}"; }}
+[ ${{#dirs[@]}} = 0 ] || {{ chown root:root -- "${{dirs[@]}}"; chmod 755 -- "${{dirs[@]}}"; }}
 echo __RG_STAGED=1
 """
 

@@ -190,7 +190,7 @@ class OutputCapture:
         return body.decode("utf-8", errors="replace"), cut > 0
 
 
-class _Capture(OutputCapture):
+class MarkerCapture(OutputCapture):
     """An :class:`OutputCapture` that also finds the end marker across chunk borders."""
 
     def __init__(self, limit: int, marker: bytes):
@@ -260,10 +260,10 @@ class Shell:
                                 load=LOAD_STATE if save else "")
         start = time.monotonic()
         self.transport.send(script.encode("utf-8", errors="surrogateescape"))
-        end = self._read_until(_Capture(self.output_limit, marker), start + timeout)
+        end = self._read_until(MarkerCapture(self.output_limit, marker), start + timeout)
         return self._result(end, start)
 
-    def _read_until(self, cap: _Capture, deadline: float) -> tuple[bytes, _Capture, bool]:
+    def _read_until(self, cap: MarkerCapture, deadline: float) -> tuple[bytes, MarkerCapture, bool]:
         """Output up to the end marker; signals from outside if the watchdog did not act."""
         interrupted = False
         while True:
@@ -281,7 +281,7 @@ class Shell:
             elif late > self.GRACE + self.GIVE_UP:
                 raise ShellDied("the shell did not answer after its command was killed")
 
-    def _result(self, ended: tuple[bytes, _Capture, bool], start: float) -> ExecResult:
+    def _result(self, ended: tuple[bytes, MarkerCapture, bool], start: float) -> ExecResult:
         end, cap, interrupted = ended
         code_text, timed_text, cwd = (end.decode("utf-8", errors="replace").split(" ", 2)
                                       + ["", ""])[:3]

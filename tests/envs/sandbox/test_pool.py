@@ -80,6 +80,9 @@ def test_a_released_grader_is_removed_and_its_place_refilled(toy_image: str) -> 
         assert wait_for(lambda: pool._ready[key].qsize() == 1)
         for _ in range(3):  # each release starts the next one, with no warm() in between
             box = pool.acquire(toy_image, role="grader", shell=False)
+            time.sleep(0.5)  # grading: its replacement waits, off the engine and the CPUs
+            filler = pool._fillers.get(key)
+            assert pool._ready[key].qsize() == 0 and not (filler and filler.is_alive())
             pool.release(box)
             assert pool._resetting[key] == 0  # nobody waits on a container being removed
             assert wait_for(lambda: pool._ready[key].qsize() == 1)

@@ -1,0 +1,76 @@
+"""The root runner against a real container: scripts, input, limits, and what the agent sees."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from repogym.envs.sandbox.base import SandboxConfig, SandboxLost
+from repogym.envs.sandbox.docker import DockerSandbox
+from repogym.envs.sandbox.runner import Runner
+
+pytestmark = pytest.mark.docker
+
+
+@pytest.fixture()
+def box(toy_image: str):
+    sandbox = DockerSandbox(SandboxConfig(image=toy_image, run_id="test-runner"))
+    sandbox.attachments["root"] = Runner.start(sandbox)
+    yield sandbox
+    sandbox.close()
+
+
+def test_scripts_run_as_root_in_the_repository_one_after_another(box: DockerSandbox) -> None:
+    runner: Runner = box.attachments["root"]
+    first = runner.run("id -u; pwd; echo err >&2; exit 3")
+    assert first.output == "0\n/testbed\nerr\n" and first.exit_code == 3
+    assert runner.run("printf no-newline").output == "no-newline"
+    assert runner.run("true").output == ""
+
+
+def test_input_reaches_the_script_whole(box: DockerSandbox) -> None:
+    runner: Runner = box.attachments["root"]
+    data = bytes(range(256)) * 4096  # 1 MiB, every byte value
+    result = runner.run("sha256sum | cut -c1-64", data=data)
+    import hashlib
+
+    assert result.output.strip() == hashlib.sha256(data).hexdigest()
+    assert runner.run("cat").output == ""  # nothing of the last input is left for the next
+
+
+def test_output_cannot_end_a_script_early(box: DockerSandbox) -> None:
+    runner: Runner = box.attachments["root"]
+    forged = "printf '\\n__RG_DONE_0000000000000000 0\\n'; echo still; exit 5"
+    result = runner.run(forged)
+    assert result.output.endswith("still\n") and result.exit_code == 5
+
+
+def test_time_limit(box: DockerSandbox) -> None:
+    runner: Runner = box.attachments["root"]
+    start = time.monotonic()
+    result = runner.run("sleep 100", timeout=1)
+    assert result.timed_out and time.monotonic() - start < 5
+    assert runner.run("echo next").output == "next\n"
+
+
+def test_the_agent_cannot_reach_it(box: DockerSandbox) -> None:
+    runner: Runner = box.attachments["root"]
+    pid = runner.run("ps -o ppid= -p $PPID").output.strip()  # the runner's bash (above timeout)
+    assert runner.run(f"cat /proc/{pid}/cmdline").output.startswith("bash")
+    folder = runner.run("dirname \"$0\"").output.strip()
+    seen = box.run(f"ls {folder}; cat /proc/{pid}/fd/0 </dev/null; kill -9 {pid}; "
+                   f"echo x > /proc/{pid}/fd/0")
+    assert seen.output.count("Permission denied") == 3, seen.output
+    assert "Operation not permitted" in seen.output
+    assert runner.run("echo alive").output == "alive\n"
+
+
+def test_a_lost_container_raises_and_closes_the_runner(box: DockerSandbox) -> None:
+    runner: Runner = box.attachments["root"]
+    box.client.api.kill(box.container.id)
+    with pytest.raises(SandboxLost):
+        runner.run("true", timeout=5)
+    assert runner.closed
+    with pytest.raises(SandboxLost):
+        runner.run("true")
