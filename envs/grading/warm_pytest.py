@@ -30,7 +30,6 @@ from repogym.envs.sandbox.shell import OutputCapture
 from repogym.envs.sandbox.transport import FrameReader, exit_code
 
 READY = "__RG_PYTEST_READY"
-REFUSED = "__RG_PYTEST_REFUSED"
 
 # Runs in the container. Prints READY once pytest is imported (or REFUSED with the reason),
 # then reads one JSON request: the argv, the form ("module" or "script") and the modules to
@@ -101,7 +100,6 @@ class WarmPytest:
     sock: socket.socket
     reader: FrameReader
     ready: bool = False
-    used: bool = False
 
     @classmethod
     def start(cls, box: Any, env: dict[str, str]) -> WarmPytest:
@@ -135,7 +133,6 @@ class WarmPytest:
     def run(self, box: Any, args: list[str], form: str, imports: list[str], timeout: float,
             limit: int) -> ExecResult:
         """Runs pytest once; a timeout kills every process of the unprivileged user."""
-        self.used = True
         start = time.monotonic()
         request = {"args": args, "form": form, "imports": imports}
         self.sock.sendall(json.dumps(request).encode() + b"\n")

@@ -60,22 +60,22 @@ __rg_left() { local d; for d in /proc/[0-9]*; do d=${d#/proc/}
   [ $d != $$ ] && [ "$d" != "$__rg_tpid" ] && [ -O /proc/$d ] && return 0; done; return 1; }
 __rg_reap={reap}
 [ "$EUID" = 0 ] && __rg_reap=0
-# One command, read from stdin; $1 is its time limit in seconds, $2 the same in microseconds, $3
-# whether to save its state. When the shell runs unprivileged and a process of its user outlives
-# the command, `kill -KILL -1` ends every other process of that user (kill(-1) spares the
-# caller), timer included: nothing a command started outlives it, not even what left the process
-# group (setsid, nohup, a second job-control shell). It repeats until no process of the user is
-# left, zombies included (for at most about 3 s): a fork bomb's orphans hold process slots until
-# the container's init reaps them, and the next command needs free slots to start. The state file
-# is read back at the top level: sourced in a function, `export -p`'s `declare -x` lines would
-# make locals.
+# One command, read from stdin; $1 is its time limit in seconds, $2 the same in microseconds,
+# $3 whether to save its state, $4 whether it is one program (see runs_one_program). When the
+# shell runs unprivileged and a process of its user outlives the command, `kill -KILL -1` ends
+# every other process of that user (kill(-1) spares the caller), timer included: nothing a
+# command started outlives it, not even what left the process group (setsid, nohup, a second
+# job-control shell). It repeats until no process of the user is left, zombies included (for at
+# most about 3 s): a fork bomb's orphans hold process slots until the container's init reaps
+# them, and the next command needs free slots to start. The state file is read back at the top
+# level: sourced in a function, `export -p`'s `declare -x` lines would make locals.
 __rg_run() {
 IFS= read -r -d '' __rg_cmd; __rg_cmd=${__rg_cmd%$'\n'}
 __rg_pid=
 __rg_to=0
 __rg_now; __rg_end=$((__rg_t + $2))
 kill -0 "$__rg_tpid" 2>/dev/null || { __rg_timer </dev/null >/dev/null 2>&1 9>&- & __rg_tpid=$!; }
-printf '%s\n' "$1" >&8
+printf '%s\n' "$1" >&8 2>/dev/null
 set -m
 ( [ "$3" = 1 ] && trap __rg_save EXIT
   [ "$4" = 1 ] && hash -- "${__rg_cmd%% *}" 2>/dev/null && __rg_cmd="exec $__rg_cmd"
