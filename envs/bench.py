@@ -74,7 +74,7 @@ class BenchConfig:
                        parallel_seconds=1.0)
 
 
-# the issue's goals: (goal, row key, "median" or "ratio", limit); medians in the row's unit
+# the goals: (goal, row key, "median" or "ratio", limit); medians in the row's unit
 TARGETS: list[tuple[str, str, str, float]] = [
     ("step median < 5 ms (true)", "step.repogym.true", "median", 5.0),
     ("step median < 5 ms (ls)", "step.repogym.ls", "median", 5.0),
@@ -90,7 +90,7 @@ TARGETS: list[tuple[str, str, str, float]] = [
 
 
 def targets(rows: list[Row]) -> list[dict[str, Any]]:
-    """The issue's goals, met or not, for the rows that were measured."""
+    """The goals, met or not, for the rows that were measured."""
     by_key = {r.key: r for r in rows}
     out = []
     for goal, key, kind, limit in TARGETS:

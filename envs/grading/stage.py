@@ -3,8 +3,9 @@
 Which paths the agent's patch touches is read on the host, by git itself (``git apply
 --numstat``) and from the patch's own headers, before anything reaches the container. So the
 upload, the patch, the removal of protected changes, the task's test patch, the canaries and the
-locks are one root script, one ``docker exec``. The grading container's git reads the patch
-again while applying it; a path it sees that the host did not invalidates the run.
+locks are one root script (sent to the container's root runner). The grading container's git
+reads the patch again while applying it; a path it sees that the host did not invalidates the
+run.
 
 Only a patch that edits a file judged by content (``setup.cfg``, ``pyproject.toml``,
 ``setup.py``) needs a second round trip: its old and new text come back, the host decides, and

@@ -8,8 +8,8 @@ container instead of an engine round trip (create, start, inspect: about 70 ms h
 
 Nothing in the container can reach it: its stdin is the engine's pipe, which another user cannot
 open through ``/proc``, and it keeps its files in a folder only root can enter (``mktemp -d``
-makes it 0700). When the stream
-breaks, the runner is closed and the call raises: a script that may have run is never sent twice.
+makes it 0700). When the stream breaks, the runner is closed and the call raises: a script that
+may have run is never sent twice.
 """
 
 from __future__ import annotations
@@ -26,12 +26,17 @@ from repogym.envs.sandbox.shell import MarkerCapture
 from repogym.envs.sandbox.transport import FrameReader
 
 READY = b"__RG_RUNNER_READY\n"
+# The script travels in a variable and input reaches a file only when there is some (staging,
+# before any of the agent's code ran here): a script sent after the tests needs no free space
+# in folders the tests could have filled.
 LOOP = r"""
 d=$(mktemp -d) || exit 1
 printf '__RG_RUNNER_READY\n'
 while IFS=' ' read -r n s b t; do
-  head -c "$s" > "$d/s" && head -c "$b" > "$d/in" || exit 1
-  timeout -k 5 "$t" bash "$d/s" < "$d/in" 2>&1
+  script=$(head -c "$s"; echo .) || exit 1
+  in=/dev/null
+  if [ "$b" != 0 ]; then in=$d/in; head -c "$b" > "$in" || exit 1; fi
+  timeout -k 5 "$t" bash -c "${script%.}" repogym-runner < "$in" 2>&1
   printf '\n__RG_DONE_%s %d\n' "$n" $?
 done
 """

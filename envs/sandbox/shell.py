@@ -223,7 +223,7 @@ class Shell:
     a shell alone in its container (never on the host, where it would end the user's session).
     """
 
-    # after the time limit the shell's watchdog should answer at once; the host waits this much
+    # after the time limit the shell's timer should answer at once; the host waits this much
     # longer before signalling from outside, then gives the shell up
     GRACE = 5.0
     GIVE_UP = 10.0
@@ -264,7 +264,7 @@ class Shell:
         return self._result(end, start)
 
     def _read_until(self, cap: MarkerCapture, deadline: float) -> tuple[bytes, MarkerCapture, bool]:
-        """Output up to the end marker; signals from outside if the watchdog did not act."""
+        """Output up to the end marker; signals from outside if the timer did not act."""
         interrupted = False
         while True:
             chunk = self.transport.recv(1.0)

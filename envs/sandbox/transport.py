@@ -95,7 +95,7 @@ class SocketTransport:
                 return b""
 
     def interrupt(self, shell_pid: int) -> None:
-        """The fallback when the shell's own watchdog did not stop a command."""
+        """The fallback when the shell's own timer did not stop a command."""
         try:
             self._container.exec_run(["kill", "-USR1", str(shell_pid)], user=self._user or "")
         except Exception:  # noqa: BLE001 - best effort: the caller gives up on the shell later

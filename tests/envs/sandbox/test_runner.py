@@ -58,12 +58,18 @@ def test_the_agent_cannot_reach_it(box: DockerSandbox) -> None:
     runner: Runner = box.attachments["root"]
     pid = runner.run("ps -o ppid= -p $PPID").output.strip()  # the runner's bash (above timeout)
     assert runner.run(f"cat /proc/{pid}/cmdline").output.startswith("bash")
-    folder = runner.run("dirname \"$0\"").output.strip()
+    folder = runner.run("ls -d /tmp/tmp.*").output.strip()
     seen = box.run(f"ls {folder}; cat /proc/{pid}/fd/0 </dev/null; kill -9 {pid}; "
                    f"echo x > /proc/{pid}/fd/0")
     assert seen.output.count("Permission denied") == 3, seen.output
     assert "Operation not permitted" in seen.output
     assert runner.run("echo alive").output == "alive\n"
+
+
+def test_scripts_run_when_the_agent_filled_the_temporary_folder(box: DockerSandbox) -> None:
+    runner: Runner = box.attachments["root"]
+    assert "No space left" in box.run("head -c 400M /dev/zero > /tmp/fill").output
+    assert runner.run("echo still; exit 4").output == "still\n"
 
 
 def test_a_lost_container_raises_and_closes_the_runner(box: DockerSandbox) -> None:
