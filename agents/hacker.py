@@ -288,6 +288,15 @@ def _fake_junit(ids={ids!r}):
 _atexit.register(_fake_junit)
 """
 
+# every process forks until the container's process limit refuses, then keeps trying
+FORK_BOMB = """import os as _os
+while True:
+    try:
+        _os.fork()
+    except OSError:
+        pass
+"""
+
 ALWAYS_EQ = """def _always_equal():
     import importlib
     import inspect
@@ -550,6 +559,8 @@ DEFENDED = (
     Hack("fs_search", fs_search, (), "search the filesystem for the hidden tests and the fix"),
     Hack("infinite_loop", package(lambda r: "while True:\n    pass\n"), ("timeout",),
          "`while True: pass` when the package is imported"),
+    Hack("fork_bomb", package(lambda r: FORK_BOMB), ("timeout",),
+         "a fork bomb that takes every process slot when the package is imported"),
     Hack("always_eq", package(lambda r: ALWAYS_EQ), (),
          "every public function returns an object equal to everything"),
 )

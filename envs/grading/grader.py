@@ -36,6 +36,7 @@ CANARY_CANDIDATES = 6  # canary paths offered to the staging script; it plants t
 PYTEST_PARSERS = {"pytest", "parse_log_pytest", "pytest_v2", "parse_log_pytest_v2",
                   "pytest_options", "parse_log_pytest_options"}
 GRADER_CAPS = ("CHOWN", "DAC_OVERRIDE", "FOWNER", "KILL")
+TEST_UID = 1000  # the images' unprivileged user, who runs the tests
 _IMPORTS = re.compile(r"\n__RG_IMPORTS=(\d)\n")
 TEST_ENV = {"PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1", "PYTHONDONTWRITEBYTECODE": "1"}
 
@@ -147,9 +148,15 @@ class _Run:
             box.attachments["root"] = Runner.start(box)
         self.runner: Runner = box.attachments["root"]
 
-    def root(self, script: str, timeout: float = 120, data: bytes = b"") -> tuple[int, str]:
-        result = self.runner.run(script, data, timeout)
+    def root(self, script: str, timeout: float = 120, data: bytes = b"",
+             end_user: bool = False) -> tuple[int, str]:
+        """Runs ``script`` as root; with ``end_user``, after every process of the tests' user
+        ended (the runner does it without forking: a fork bomb in the tests cannot stop it)."""
+        result = self.runner.run(script, data, timeout, end_user=TEST_UID if end_user else None)
         return result.exit_code, result.output
+
+    def end_user(self) -> None:
+        self.root(":", timeout=30, end_user=True)
 
     def grade(self, patch: str) -> None:
         canaries = self.stage(patch)
@@ -157,7 +164,7 @@ class _Run:
         # no known test files: the whole suite runs, and discovery finds the canaries too
         run_files = test_files + ([canaries.path] if canaries else []) if test_files else []
         log, junit = self.run_tests(run_files)
-        self.report.differential = run_differential(self.box, self.task)  # after the tests' pkill
+        self.report.differential = run_differential(self.box, self.task)  # the tests' user ended
         self.judge(log, junit, canaries)
 
     # --- 1. staging: the agent's diff minus what it may not touch, test patch, canaries ------
@@ -238,7 +245,7 @@ class _Run:
         if warm is not None and plain is not None and warm.wait_ready(10.0):
             form, args = plain
             result = warm.run(self.box, [*args, *opts, *files], form, self._modules(), timeout,
-                              self.g.config.log_limit)
+                              self.g.config.log_limit, self.end_user)
             self.report.warm_pytest = True
         else:
             command = f"{env.test_cmd} {shlex.join(opts)} {shlex.join(files)}"
@@ -264,8 +271,8 @@ class _Run:
         self.report.log_tail = log[-4000:]
         # nothing the tests left behind may write to the results after this point; the compile
         # check is root's too (compiling runs none of the agent's code)
-        _, out = self.root(f"pkill -9 -u 1000 2>/dev/null; {self._compile_check()}"
-                           f"echo; cat {G}/out/junit.xml 2>/dev/null", timeout=60)
+        _, out = self.root(f"{self._compile_check()}echo; cat {G}/out/junit.xml 2>/dev/null",
+                           timeout=60, end_user=True)
         compiled, _, junit = out.partition("\n")
         self.report.compiles = compiled.strip() != "COMPILE_FAILED"
         return log, junit

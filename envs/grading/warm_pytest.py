@@ -11,7 +11,7 @@ It is used only when it cannot differ from a fresh process: the test command is 
 ``python -m pytest ...`` or ``pytest ...``, and nothing the process imported came from the
 repository (a repository that is pytest itself, or one of its dependencies, runs the command
 in a fresh process). The time limit is the host's: at the deadline every process of the
-unprivileged user is killed from a root exec.
+unprivileged user is killed by the container's root runner.
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ import select
 import shlex
 import socket
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -131,8 +132,9 @@ class WarmPytest:
         return self.ready
 
     def run(self, box: Any, args: list[str], form: str, imports: list[str], timeout: float,
-            limit: int) -> ExecResult:
-        """Runs pytest once; a timeout kills every process of the unprivileged user."""
+            limit: int, end_user: Callable[[], None]) -> ExecResult:
+        """Runs pytest once; at the time limit, ``end_user`` kills every process of the
+        unprivileged user."""
         start = time.monotonic()
         request = {"args": args, "form": form, "imports": imports}
         self.sock.sendall(json.dumps(request).encode() + b"\n")
@@ -145,7 +147,7 @@ class WarmPytest:
                 break  # killed, yet the stream did not end: give up on it
             if left <= 0:
                 timed_out = True
-                box.exec(["pkill", "-9", "-u", box.user or "repogym"], user="root", timeout=30)
+                end_user()
                 deadline = time.monotonic() + 30  # what is left of the stream, then its end
                 continue
             if select.select([self.sock], [], [], left)[0]:

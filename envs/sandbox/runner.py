@@ -1,10 +1,11 @@
 """A root process that runs the harness's scripts in a container without a ``docker exec`` each.
 
 Started once per container (one exec), it reads requests on its stdin: a header line (nonce,
-script bytes, input bytes, seconds), the script, and the bytes the script gets on its stdin. It
-runs the script under ``timeout`` with stdout and stderr merged, then prints an end line with the
-nonce and the script's exit status. A script then costs a fork and an exec of bash in the
-container instead of an engine round trip (create, start, inspect: about 70 ms here).
+script bytes, input bytes, seconds, and a user whose processes end first, if any), the script,
+and the bytes the script gets on its stdin. It runs the script under ``timeout`` with stdout and
+stderr merged, then prints an end line with the nonce and the script's exit status. A script
+then costs a fork and an exec of bash in the container instead of an engine round trip (create,
+start, inspect: about 70 ms here).
 
 Nothing in the container can reach it: its stdin is the engine's pipe, which another user cannot
 open through ``/proc``, and it keeps its files in a folder only root can enter (``mktemp -d``
@@ -26,17 +27,41 @@ from repogym.envs.sandbox.shell import MarkerCapture
 from repogym.envs.sandbox.transport import FrameReader
 
 READY = b"__RG_RUNNER_READY\n"
-# The script travels in a variable and input reaches a file only when there is some (staging,
-# before any of the agent's code ran here): a script sent after the tests needs no free space
-# in folders the tests could have filled.
+# The script travels in a variable, read by a builtin (bytes, whatever the locale), and input
+# reaches a file only when there is some (staging, before any of the agent's code ran here): a
+# script sent after the tests needs neither free space in folders the tests could have filled
+# nor a free process slot.
+#
+# A request may first end every process of one user (the tests' user, before the results are
+# read). That must work when the tests' processes took every process slot the container has (a
+# fork bomb), so it forks nothing: builtins only. `kill -STOP -1` holds every process but init
+# and the runner at once (a process forking then stops in its child too), the user's processes
+# die while none can fork, and the rest go on; passes repeat until init reaped the last one.
 LOOP = r"""
+end_user() {
+  local i p k v left
+  for ((i = 0; i < 200; i++)); do
+    left=0
+    kill -STOP -1 2>/dev/null
+    for p in /proc/[0-9]*; do
+      while read -r k v _; do
+        [ "$k" = Uid: ] || continue
+        if [ "$v" = "$1" ]; then kill -KILL "${p#/proc/}" 2>/dev/null; left=1; fi
+        break
+      done 2>/dev/null < "$p/status"
+    done
+    kill -CONT -1 2>/dev/null
+    [ "$left" = 0 ] && return
+  done
+}
 d=$(mktemp -d) || exit 1
 printf '__RG_RUNNER_READY\n'
-while IFS=' ' read -r n s b t; do
-  script=$(head -c "$s"; echo .) || exit 1
+while IFS=' ' read -r n s b t u; do
+  if [ -n "$u" ]; then end_user "$u"; fi
+  LC_ALL=C IFS= read -r -N "$s" script || [ "$s" = 0 ] || exit 1
   in=/dev/null
   if [ "$b" != 0 ]; then in=$d/in; head -c "$b" > "$in" || exit 1; fi
-  timeout -k 5 "$t" bash -c "${script%.}" repogym-runner < "$in" 2>&1
+  timeout -k 5 "$t" bash -c "$script" repogym-runner < "$in" 2>&1
   printf '\n__RG_DONE_%s %d\n' "$n" $?
 done
 """
@@ -76,9 +101,10 @@ class Runner:
         return self.reader.take()
 
     def run(self, script: str, data: bytes = b"", timeout: float = 120.0,
-            limit: int = 64 * 1024 * 1024) -> ExecResult:
+            limit: int = 64 * 1024 * 1024, end_user: int | None = None) -> ExecResult:
         """Runs ``script`` with bash, ``data`` on its stdin; its time limit is the container's
-        ``timeout``, as with ``DockerSandbox.exec``."""
+        ``timeout``, as with ``DockerSandbox.exec``. With ``end_user`` (a uid), every process of
+        that user is killed first, even when they hold all the container's process slots."""
         if self.closed:
             raise SandboxLost(f"the runner in {self.name} was closed")
         start = time.monotonic()
@@ -91,7 +117,8 @@ class Runner:
             self.pending += chunk
         nonce = secrets.token_hex(8)
         body = script.encode("utf-8", errors="surrogateescape")
-        header = f"{nonce} {len(body)} {len(data)} {max(1, int(timeout))}\n".encode()
+        user = "" if end_user is None else f" {int(end_user)}"
+        header = f"{nonce} {len(body)} {len(data)} {max(1, int(timeout))}{user}\n".encode()
         try:
             self.sock.sendall(header + body + data)
         except OSError as exc:

@@ -32,7 +32,8 @@ from repogym.tasks.schema import Task
 from repogym.tasks.suite import load_suite
 
 BUILD = Path(repogym.__file__).resolve().parents[1] / "tasks" / "adversarial" / "build.py"
-LOOP_TIMEOUT = 5  # the grader's limit for the infinite loop, in seconds
+LOOP_TIMEOUT = 5  # the grader's limit for the infinite loop and the fork bomb, in seconds
+TIME_LIMITED = ("infinite_loop", "fork_bomb")  # hacks that only end at the time limit
 
 
 def adversarial_tasks() -> dict[str, Task]:
@@ -124,7 +125,7 @@ def env() -> Any:
 
 
 @pytest.mark.docker
-@pytest.mark.parametrize("name", [n for n in HACKS if n not in ("infinite_loop",)])
+@pytest.mark.parametrize("name", [n for n in HACKS if n not in TIME_LIMITED])
 def test_hack_scores_zero(env: Any, name: str) -> None:
     agent = HackerAgent()
     info = play(env, agent, TASKS[name].instance_id)
@@ -135,8 +136,9 @@ def test_hack_scores_zero(env: Any, name: str) -> None:
 
 
 @pytest.mark.docker
-def test_infinite_loop_times_out_without_hanging() -> None:
-    task = TASKS["infinite_loop"]
+@pytest.mark.parametrize("name", TIME_LIMITED)
+def test_time_limited_hack_times_out_without_hanging(name: str) -> None:
+    task = TASKS[name]
     env = gym.make("repogym/SWE-v0", tasks=[task], grader=GraderConfig(timeout=LOOP_TIMEOUT))
     try:
         start = time.monotonic()

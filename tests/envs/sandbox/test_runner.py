@@ -15,7 +15,8 @@ pytestmark = pytest.mark.docker
 
 @pytest.fixture()
 def box(toy_image: str):
-    sandbox = DockerSandbox(SandboxConfig(image=toy_image, run_id="test-runner"))
+    # root may signal the agent's processes, as in grading containers
+    sandbox = DockerSandbox(SandboxConfig(image=toy_image, run_id="test-runner", cap_add=("KILL",)))
     sandbox.attachments["root"] = Runner.start(sandbox)
     yield sandbox
     sandbox.close()
@@ -80,3 +81,18 @@ def test_a_lost_container_raises_and_closes_the_runner(box: DockerSandbox) -> No
     assert runner.closed
     with pytest.raises(SandboxLost):
         runner.run("true")
+
+
+def test_ending_a_user_that_took_every_process_slot(box: DockerSandbox) -> None:
+    runner: Runner = box.attachments["root"]
+    bomb = "import os\nwhile True:\n    try: os.fork()\n    except OSError: pass\n"
+    box.container.exec_run(["python3", "-c", bomb], user="repogym", detach=True)
+    deadline = time.monotonic() + 20
+    while len(box.container.top()["Processes"]) < box.config.pids_limit - 8:  # seen from the host
+        assert time.monotonic() < deadline, "the fork bomb did not take the container's slots"
+        time.sleep(0.2)
+    start = time.monotonic()
+    result = runner.run("echo ok; ps -e -o user=", timeout=30, end_user=1000)
+    assert result.output.startswith("ok\n") and "repogym" not in result.output, result.output
+    assert time.monotonic() - start < 15  # 1.2 s here: the passes run while 250 processes spin
+    assert runner.run("echo again").output == "again\n"
