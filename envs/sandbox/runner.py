@@ -29,14 +29,15 @@ from repogym.envs.sandbox.transport import FrameReader
 READY = b"__RG_RUNNER_READY\n"
 # The script travels in a variable, read by a builtin (bytes, whatever the locale), and input
 # reaches a file only when there is some (staging, before any of the agent's code ran here): a
-# script sent after the tests needs neither free space in folders the tests could have filled
-# nor a free process slot.
+# script sent after the tests needs no free space in folders the tests could have filled, and
+# reading it forks nothing.
 #
 # A request may first end every process of one user (the tests' user, before the results are
 # read). That must work when the tests' processes took every process slot the container has (a
 # fork bomb), so it forks nothing: builtins only. `kill -STOP -1` holds every process but init
 # and the runner at once (a process forking then stops in its child too), the user's processes
 # die while none can fork, and the rest go on; passes repeat until init reaped the last one.
+# Root needs CAP_KILL for it, as grading containers have.
 LOOP = r"""
 end_user() {
   local i p k v left
