@@ -114,10 +114,19 @@ def add_tasks_add_parser(subparsers: Any) -> argparse.ArgumentParser:
     _replication_flags(pypi)
     _synthetic_flags(pypi)
     swe = sources.add_parser("swebench", parents=common, help="published SWE-bench instances")
-    swe.add_argument("file", type=Path, metavar="FILE", help="instances, JSON or JSON Lines")
-    swe.add_argument("--repos", type=Path, required=True,
-                     help="mirrors: DIR/<owner>__<name> or DIR/<owner>/<name>")
-    swe.add_argument("--env", type=Path, required=True, help="YAML specs by repo and version")
+    swe.add_argument("file", type=Path, metavar="FILE",
+                     help="instances: JSON, JSON Lines, parquet, a saved dataset or task repo")
+    swe.add_argument("--repos", type=Path, default=None,
+                     help="mirrors: DIR/<owner>__<name>, DIR/<owner>/<name> or "
+                     "DIR/<owner>+<name>/repo (default: clone once into a shared cache)")
+    swe.add_argument("--no-clone", action="store_true",
+                     help="never clone: every repository must be under --repos")
+    swe.add_argument("--env", type=Path, default=None,
+                     help="YAML environments by repo and version (default: swebench's specs)")
+    swe.add_argument("--pull", action="store_true",
+                     help="use the dataset's own images when they can be had (or REPOGYM_PULL=1)")
+    swe.add_argument("--dataset-split", default=None,
+                     help="the split of a saved dataset that holds several (default: test)")
     swe.add_argument("--instances", type=_csv, default=(), help="only these instance ids")
     swe.add_argument("--no-validate", action="store_true",
                      help="write the instances without running gold and empty patches")
@@ -177,7 +186,8 @@ def _pypi(args: argparse.Namespace, common: SourceOptions, llm: LLMConfig | None
 def _swebench(args: argparse.Namespace, common: SourceOptions, llm: LLMConfig | None,
               work: Path) -> Built:
     options = SwebenchOptions(args.file, args.repos, args.env, args.instances,
-                              not args.no_validate)
+                              not args.no_validate, args.pull, args.dataset_split,
+                              not args.no_clone)
     return SwebenchSource(options, common), asdict(options), None
 
 
@@ -201,7 +211,8 @@ def run_tasks_add(args: argparse.Namespace) -> int:
             result = collect(source, common.max_candidates)
             if repo is not None:
                 repo.keep_only(t.base_commit for t in result.kept)
-            report = _write(args.out, result, {
+            shared = getattr(source, "shares_sources", False)
+            report = _write(args.out, result, not shared, {
                 "source": args.add_source, "options": config, "common": asdict(common),
                 "environment_overrides": asdict(_overrides(args)),
                 "llm": llm.describe() if llm else None, "repogym": __version__,
@@ -226,11 +237,14 @@ def run_tasks_add(args: argparse.Namespace) -> int:
     return 0
 
 
-def _write(out: Path, result: Collected, config: dict[str, Any]) -> dict[str, Any]:
+def _write(out: Path, result: Collected, copy_sources: bool, config: dict[str, Any]
+           ) -> dict[str, Any]:
+    """The suite; repositories are copied in unless they are shared mirrors (a copy of each
+    per suite would only waste space)."""
     from repogym.tasks.suite import write_suite
 
     out.mkdir(parents=True, exist_ok=True)
-    tasks_file = write_suite(result.kept, out, copy_sources=True)
+    tasks_file = write_suite(result.kept, out, copy_sources=copy_sources)
     report = {"config": config, **result.to_dict(), "tasks_file": str(tasks_file)}
     (out / "report.json").write_text(json.dumps(report, indent=2, default=str) + "\n")
     return report

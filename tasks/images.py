@@ -213,6 +213,11 @@ def image_tag(task: Task) -> str:
 
 def ensure_image(task: Task, progress: Progress = print) -> BuiltImage:
     """The task's image, built (with its base) unless an identical one exists."""
+    from repogym.tasks.layer import ensure_layered  # a dataset's image that holds the repo
+
+    layered = ensure_layered(task, progress)
+    if layered is not None:
+        return layered
     client = docker_client()
     tag = image_tag(task)
     try:

@@ -1,97 +1,92 @@
-"""Published SWE-bench instances, with local mirrors of their repositories.
+"""Published instances of the SWE-bench family as validated tasks.
 
-Instances come from a JSON or JSON Lines file as published (the test lists may be JSON strings).
-Each repository is a local mirror under ``--repos DIR`` (``DIR/owner__name`` or
-``DIR/owner/name``, optionally ending in ``.git`` or ``.bundle``). How to build and test each
-repository and version comes from a small YAML file:
+``repogym tasks add swebench FILE --out DIR`` reads FILE as published (see ``datasets``), finds
+each repository (``mirrors``: ``--repos DIR``, or a clone cached once per machine), takes the
+environment from the harness's own specs (``specs``) unless ``--env SPECS.yaml`` overrides it,
+and checks that the gold patch resolves each instance and the empty patch does not.
+
+The ``--env`` YAML maps repository and version to a repogym environment:
 
     pallets/flask:
       "2.0":
         python: "3.11"
         setup: ["python -m pip install -e ."]
         test_cmd: "pytest -rA"
-        log_parser: parse_log_pytest   # optional: SWE-bench's parser for the repository
+        log_parser: parse_log_flask   # optional: swebench's parser for the repository
       "*": {...}                       # optional: any other version
 
-To grade as the official harness does, the tests run are SWE-bench's test directives: the files
-the test patch touches, minus non-test extensions, as Django module names for django/django.
+With ``--pull`` (or ``REPOGYM_PULL=1``) the dataset's own image is used when the engine has it
+or can pull it (swebench's ``sweb.eval.*``, SWE-smith's ``image_name``, R2E-Gym's
+``docker_image``); ``repogym.tasks.layer`` checks that it holds the base commit and adds what
+repogym needs on top. The tests run are the harness's test directives (``specs``).
+
+Instances whose tests reach the network keep those tests out of their lists, with the reason in
+the task's ``dropped_tests`` (``offline``); a Python with no base image is replaced by the
+nearest one that validates, recorded in ``environment_source``.
 """
 
 from __future__ import annotations
 
-import json
-import re
+import os
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 import yaml
 
-from repogym.errors import TaskError
+from repogym.errors import RepogymError, TaskError
 from repogym.tasks.schema import Task
 
-from .common import Candidate, Rejected, SourceOptions, run_git
+from . import datasets, specs
+from .common import Candidate, Rejected, SourceOptions
+from .mirrors import Mirrors
 
-SPEC_KEYS = {"python", "setup", "test_cmd", "log_parser", "image", "timeout"}
+ENV_KEYS = {"python", "setup", "test_cmd", "log_parser", "image", "timeout"}
+Specs = dict[str, dict[str, dict[str, Any]]]
 
 
 @dataclass(frozen=True)
 class SwebenchOptions:
-    file: Path  # the instances (JSON list, JSON object, or JSON Lines)
-    repos: Path  # the folder of repository mirrors
-    env: Path  # the YAML environment specs by repository and version
+    file: Path  # the instances (JSON, JSON Lines, parquet, a saved dataset, a task repository)
+    repos: Path | None = None  # a folder of mirrors; without it, clones cached per machine
+    env: Path | None = None  # YAML environments by repository and version (overrides specs)
     instances: tuple[str, ...] = ()  # only these instance ids (all when empty)
     validate: bool = True  # check that the gold patch resolves and the empty patch does not
+    pull: bool = False  # use the dataset's own images when the engine has or can pull them
+    dataset_split: str | None = None  # the split of a saved dataset with several
+    clone: bool = True  # clone repositories --repos lacks
 
     def __post_init__(self) -> None:
         for flag, path in (("FILE", self.file), ("--repos", self.repos), ("--env", self.env)):
-            if not path.exists():
+            if path is not None and not path.exists():
                 raise ValueError(f"{flag} {path} does not exist.")
 
 
-def load_instances(path: Path) -> list[dict[str, Any]]:
-    """Instances from a JSON list, a single JSON object or JSON Lines."""
-    text = path.read_text(encoding="utf-8")
-    try:
-        data = json.loads(text)
-    except json.JSONDecodeError:
-        rows = []
-        for number, line in enumerate(text.splitlines(), start=1):
-            if line.strip():
-                try:
-                    rows.append(json.loads(line))
-                except json.JSONDecodeError as err:
-                    raise TaskError(f"{path}:{number} is not JSON ({err}).") from err
-        return rows
-    return data if isinstance(data, list) else [data]
-
-
-def load_specs(path: Path) -> dict[str, dict[str, dict[str, Any]]]:
+def load_specs(path: Path) -> Specs:
     data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
     if not isinstance(data, dict):
         raise TaskError(f"{path} must map repositories to versions to specs.")
-    specs: dict[str, dict[str, dict[str, Any]]] = {}
+    out: Specs = {}
     for repo, versions in data.items():
         if not isinstance(versions, dict):
             raise TaskError(f"{path}: {repo} must map versions to specs.")
         for version, spec in versions.items():
-            unknown = set(spec or {}) - SPEC_KEYS
+            unknown = set(spec or {}) - ENV_KEYS
             if unknown:
                 raise TaskError(f"{path}: {repo} {version} has unknown keys {sorted(unknown)}; "
-                                f"valid: {sorted(SPEC_KEYS)}.")
-            specs.setdefault(str(repo), {})[str(version)] = dict(spec or {})
-    return specs
+                                f"valid: {sorted(ENV_KEYS)}.")
+            out.setdefault(str(repo), {})[str(version)] = dict(spec or {})
+    return out
 
 
-def spec_for(specs: dict[str, dict[str, dict[str, Any]]], repo: str, version: str
-             ) -> dict[str, Any] | None:
-    versions = specs.get(repo) or specs.get("*") or {}
+def spec_for(overrides: Specs, repo: str, version: str) -> dict[str, Any] | None:
+    versions = overrides.get(repo) or overrides.get("*") or {}
     return versions.get(version) or versions.get("*")
 
 
 def default_parser(repo: str) -> str:
-    """SWE-bench's log parser for a repository, by its name in ``PARSER_REGISTRY``."""
+    """swebench's log parser for a repository, by its name in ``PARSER_REGISTRY``."""
     from swebench.harness.log_parsers import PARSER_REGISTRY
     from swebench.harness.log_parsers.python import MAP_REPO_TO_PARSER_PY
 
@@ -104,73 +99,193 @@ def default_parser(repo: str) -> str:
 
 
 def get_test_directives(test_patch: str, repo: str) -> list[str]:
-    """What the official harness appends to the test command for this test patch."""
-    from swebench.harness.constants import NON_TEST_EXTS
-
-    paths = re.findall(r"diff --git a/.* b/(.*)", test_patch)
-    paths = [p for p in paths if not any(p.endswith(ext) for ext in NON_TEST_EXTS)]
-    if repo == "django/django":
-        paths = [p.removesuffix(".py").removeprefix("tests/").replace("/", ".") for p in paths]
-    return paths
+    return specs.test_directives(test_patch, repo)
 
 
-def find_mirror(repos: Path, repo: str) -> Path | None:
-    owner, _, name = repo.partition("/")
-    for base in (repos / f"{owner}__{name}", repos / owner / name):
-        for path in (base, base.with_name(base.name + ".git"),
-                     base.with_name(base.name + ".bundle")):
-            if path.exists():
-                return path
-    return None
-
-
-def to_task(instance: dict[str, Any], specs: dict[str, dict[str, dict[str, Any]]],
-            repos: Path, split: str) -> Candidate:
-    """The task of one instance, or why it cannot be one."""
-    iid = str(instance.get("instance_id", "?"))
-    repo, version = str(instance.get("repo", "")), str(instance.get("version", ""))
-    spec = spec_for(specs, repo, version)
-    if spec is None:
-        return Rejected(iid, "swe", f"no environment spec: add {repo} version {version!r} "
-                                    "to the --env YAML")
-    mirror = find_mirror(repos, repo)
-    if mirror is None:
-        return Rejected(iid, "swe", f"no mirror: put {repo} at --repos/"
-                                    f"{repo.replace('/', '__')}")
-    env = {**spec, "log_parser": spec.get("log_parser") or default_parser(repo),
-           "test_files": get_test_directives(str(instance.get("test_patch", "")), repo)}
-    try:
-        task = Task.from_dict({**instance, "version": version or None, "source": str(mirror),
-                               "environment": env,
-                               "kind": "swe", "split": split})
-    except (TaskError, TypeError, ValueError) as err:
-        return Rejected(iid, "swe", f"bad instance or spec: {err}")
-    kind = run_git(mirror, "cat-file", "-t", task.base_commit, check=False).strip()
-    if kind != "commit":
-        return Rejected(iid, "swe", f"base commit missing: {task.base_commit} is not in "
-                                    f"{mirror}; update the mirror")
-    return task
+def pull_allowed(flag: bool) -> bool:
+    return flag or os.environ.get("REPOGYM_PULL") == "1"
 
 
 class SwebenchSource:
-    """SWE-bench instances as tasks, checked with ``validate_task`` (see the module docstring)."""
+    """Dataset instances as tasks, checked with ``validate_task`` (see the module docstring)."""
 
     name = "swebench"
+    shares_sources = True  # tasks point at the shared mirrors; suites do not copy them
 
     def __init__(self, options: SwebenchOptions, common: SourceOptions) -> None:
         self.options, self.common = options, common
-        self.specs = load_specs(options.env)
+        self.overrides = load_specs(options.env) if options.env else {}
+        self.mirrors = Mirrors(options.repos, options.clone)
+        self.pull = pull_allowed(options.pull)
+        self._retry: dict[str, tuple[dict[str, Any], Path | None, list[str]]] = {}
 
     def candidates(self) -> Iterator[Candidate]:
         wanted = set(self.options.instances)
-        for instance in load_instances(self.options.file):
+        for row in datasets.load_rows(self.options.file, self.options.dataset_split):
+            instance = datasets.normalize(row)
             if not wanted or instance.get("instance_id") in wanted:
-                yield to_task(instance, self.specs, self.options.repos, self.common.split)
+                yield self.to_task(instance)
+
+    # --- one instance ---------------------------------------------------------------------------
+
+    def to_task(self, instance: dict[str, Any]) -> Candidate:
+        iid = str(instance.get("instance_id", "?"))
+        try:
+            return self._to_task(instance)
+        except specs.SpecError as err:
+            return Rejected(iid, "swe", f"cannot build here: {err}")
+        except TaskError as err:
+            return Rejected(iid, "swe", str(err))
+
+    def _to_task(self, instance: dict[str, Any]) -> Task:
+        repo, version = str(instance.get("repo", "")), str(instance.get("version", ""))
+        image = self._dataset_image(instance)
+        mirror = self._mirror(instance, repo, needed=image is None)
+        if instance["flavor"] == "swe-smith" and mirror is not None:
+            instance = datasets.resolve_branch(instance, mirror)
+        elif instance["flavor"] == "r2e-gym" and mirror is not None:
+            instance = datasets.resolve_commit(instance, mirror)
+        env, provenance = self._environment(instance, repo, version, mirror, image)
+        env.setdefault("log_parser", default_parser(repo))
+        env.setdefault("test_files", get_test_directives(str(instance.get("test_patch", "")),
+                                                         repo))
+        extra = {k: instance[k] for k in ("expected_output_json",) if k in instance}
+        fields = {k: v for k, v in instance.items()
+                  if not k.startswith("_") and k not in ("flavor", "dataset_image")}
+        try:
+            task = Task.from_dict({**fields, **extra, "version": version or None,
+                                   "source": str(mirror) if mirror else None,
+                                   "environment": env, "kind": "swe",
+                                   "split": self.common.split,
+                                   "environment_source": provenance,
+                                   "dataset_flavor": instance["flavor"]})
+        except (TaskError, TypeError, ValueError) as err:
+            raise TaskError(f"bad instance or spec: {err}") from err
+        return task
+
+    def _mirror(self, instance: dict[str, Any], repo: str, needed: bool) -> Path | None:
+        commit = instance.get("base_commit") if instance["flavor"] in (
+            "swebench", "swebench5", "swe-rebench") else None
+        try:
+            return self.mirrors.get(repo, str(commit) if commit else None)
+        except TaskError:
+            if needed:
+                raise
+            return None  # the dataset's image holds the repository
+
+    def _dataset_image(self, instance: dict[str, Any]) -> str | None:
+        """The dataset's image when pulls are allowed and the engine has or gets it."""
+        name = instance.get("dataset_image")
+        if not self.pull or not name:
+            return None
+        from repogym.tasks.layer import available
+
+        return str(name) if available(str(name), pull=True) else None
+
+    def _environment(self, instance: dict[str, Any], repo: str, version: str,
+                     mirror: Path | None, image: str | None
+                     ) -> tuple[dict[str, Any], dict[str, Any]]:
+        iid = str(instance["instance_id"])
+        override = spec_for(self.overrides, repo, version)
+        if override is not None:
+            return dict(override), {"from": f"--env {self.options.env}"}
+        if image is not None:
+            return self._image_environment(instance, repo, version, image)
+        commit = str(instance.get("environment_setup_commit") or instance["base_commit"])
+        config = instance.get("install_config")
+        spec = (dict(config) if isinstance(config, dict) else None) or specs.harness_spec(
+            repo, version)
+        if spec is not None:
+            source = ("the dataset's install_config" if config else
+                      f"swebench {specs.published()['swebench']} specs ({repo} {version})")
+            wanted = str(spec.get("python", "3.11"))
+            translated = specs.translate(spec, repo, mirror, commit)
+            self._retry[iid] = (spec, mirror, specs.nearest_python(wanted)[1:2])
+            return translated.environment, {"from": source, **translated.provenance}
+        if mirror is None:
+            raise TaskError(specs.unknown_spec_reason(repo, version))
+        from .detect import GitTree, detect_environment
+
+        env = detect_environment(GitTree(mirror, str(instance["base_commit"])))
+        return ({"python": env.python, "setup": list(env.setup), "test_cmd": env.test_cmd},
+                {"from": "detected from the repository's files",
+                 "why": specs.unknown_spec_reason(repo, version)})
+
+    def _image_environment(self, instance: dict[str, Any], repo: str, version: str,
+                           image: str) -> tuple[dict[str, Any], dict[str, Any]]:
+        if instance["flavor"] == "swebench5":
+            translated = specs.from_eval_script({**instance, "image": image})
+            return translated.environment, {"from": f"image {image}", **translated.provenance}
+        config = instance.get("install_config")
+        spec = (dict(config) if isinstance(config, dict) else None) or specs.harness_spec(
+            repo, version) or {}
+        env: dict[str, Any] = {"image": image, "test_cmd": str(spec.get("test_cmd") or
+                                                               "pytest -rA")}
+        return env, {"from": f"image {image}"}
+
+    # --- validation -----------------------------------------------------------------------------
 
     def check(self, task: Task) -> tuple[Task | None, str]:
         if not self.options.validate:
             return task, "not validated (--no-validate)"
         from repogym.tasks.validate import validate_task
 
+        if not task.FAIL_TO_PASS:  # R2E-Gym and hand-made rows: measure the lists first
+            from repogym.tasks.validate import derive_lists
+
+            derived, reason = derive_lists(task, runs=self.common.runs)
+            if derived is None:
+                return None, reason
+            task = derived
         result = validate_task(task, runs=self.common.runs)
+        if not result.ok and result.reason.startswith("setup fails"):
+            task, result = self._other_python(task, result)
+        if not result.ok and "gold does not resolve" in result.reason:
+            task, result = self._without_network_tests(task, result)
         return (task if result.ok else None), result.reason
+
+    def _other_python(self, task: Task, result: Any) -> tuple[Task, Any]:
+        """A spec whose Python has no base image: the next nearest one, once."""
+        spec, mirror, others = self._retry.get(task.instance_id, ({}, None, []))
+        requested = (task.extra.get("environment_source") or {}).get("python_requested")
+        if not others or requested == task.environment.python:
+            return task, result
+        from repogym.tasks.validate import validate_task
+
+        commit = str(task.extra.get("environment_setup_commit") or task.base_commit)
+        translated = specs.translate(spec, task.repo, mirror, commit, python=others[0])
+        env = {**task.to_dict()["environment"], **translated.environment}
+        source = {**task.extra["environment_source"], **translated.provenance}
+        retried = Task.from_dict({**task.to_dict(), "environment": env,
+                                  "environment_source": source})
+        again = validate_task(retried, runs=self.common.runs)
+        return (retried, again) if again.ok else (task, result)
+
+    def _without_network_tests(self, task: Task, result: Any) -> tuple[Task, Any]:
+        from repogym.envs.grading.grader import Grader, GraderConfig
+        from repogym.tasks.images import ensure_image
+        from repogym.tasks.validate import validate_task
+
+        from .offline import network_failures
+
+        try:
+            image = ensure_image(task, progress=lambda _m: None).tag
+            gold = Grader(GraderConfig(cleanup_async=False)).grade(task, task.patch, image)
+            failing = [t for t, s in {**gold.fail_to_pass, **gold.pass_to_pass}.items()
+                       if s not in ("PASSED", "XFAIL")]
+            offline = network_failures(task, image, failing)
+        except RepogymError:
+            return task, result
+        if not offline or set(offline) != set(failing):
+            return task, result  # a failure the network does not explain: a real rejection
+        f2p = tuple(t for t in task.FAIL_TO_PASS if t not in offline)
+        if not f2p:
+            return task, replace(result, reason=(
+                f"every FAIL_TO_PASS test needs the network ({len(offline)} dropped: "
+                f"{next(iter(offline.values()))})"))
+        dropped = {**(task.extra.get("dropped_tests") or {}), **offline}
+        reduced = Task.from_dict({**task.to_dict(), "FAIL_TO_PASS": list(f2p),
+                                  "PASS_TO_PASS": [t for t in task.PASS_TO_PASS
+                                                   if t not in offline],
+                                  "dropped_tests": dropped})
+        return reduced, validate_task(reduced, runs=self.common.runs)

@@ -42,6 +42,8 @@ def test_flags_of_every_source(tmp_path: Path) -> None:
     args = parse("swebench", "i.jsonl", "--repos", "m", "--env", "e.yaml", "--out", "o",
                  "--instances", "a__b-1,a__b-2", "--no-validate")
     assert args.instances == ("a__b-1", "a__b-2") and args.no_validate
+    args = parse("swebench", "i.parquet", "--out", "o", "--pull", "--dataset-split", "dev")
+    assert (args.repos, args.env, args.pull, args.dataset_split) == (None, None, True, "dev")
     with pytest.raises(SystemExit):
         parse("git", "repo")  # --out is required
 
@@ -74,25 +76,31 @@ def test_swebench_without_validation_writes_a_suite(tmp_path: Path,
              "FAIL_TO_PASS": '["tests/test_app.py::test_a"]', "PASS_TO_PASS": "[]"}
             for n in (1, 2)]
     rows.append({**rows[0], "instance_id": "octo__app-3", "version": "9.9"})
+    rows.append({**rows[0], "instance_id": "other__lib-4", "repo": "other/lib"})
     (tmp_path / "instances.json").write_text(json.dumps(rows))
-    (tmp_path / "env.yaml").write_text('octo/app:\n  "1.0":\n    python: "3.11"\n')
+    (tmp_path / "env.yaml").write_text('octo/app:\n  "1.0":\n    python: "3.9"\n')
     out = tmp_path / "suite"
     args = parse("swebench", str(tmp_path / "instances.json"), "--repos",
-                 str(tmp_path / "mirrors"), "--env", str(tmp_path / "env.yaml"), "--out",
-                 str(out), "--no-validate")
+                 str(tmp_path / "mirrors"), "--no-clone", "--env", str(tmp_path / "env.yaml"),
+                 "--out", str(out), "--no-validate")
     assert run_tasks_add(args) == 0
     printed = capsys.readouterr()
-    assert "tried 3, kept 2, rejected 1: no environment spec (1)" in printed.out
-    assert "[3/?] swebench octo__app-3: rejected: no environment spec" in printed.err
+    assert "tried 4, kept 3, rejected 1: no mirror (1)" in printed.out
+    assert "[4/?] swebench other__lib-4: rejected: no mirror: put other/lib at" in printed.err
     tasks = load_suite(out)
-    assert [t.instance_id for t in tasks] == ["octo__app-1", "octo__app-2"]
+    assert [t.instance_id for t in tasks] == ["octo__app-1", "octo__app-2", "octo__app-3"]
     assert tasks[0].FAIL_TO_PASS == ("tests/test_app.py::test_a",)
-    assert tasks[0].source and Path(tasks[0].source).is_relative_to(out / "repos")
+    assert tasks[0].environment.python == "3.9"  # --env overrides...
+    # ...and only overrides: a version it lacks gets an environment all the same
+    assert tasks[2].extra["environment_source"]["from"] == "detected from the repository's files"
+    # the suite points at the shared mirror instead of copying it
+    assert tasks[0].source == str(tmp_path / "mirrors" / "octo" / "app")
+    assert not (out / "repos").exists()
     report = json.loads((out / "report.json").read_text())
     assert report["config"]["source"] == "swebench"
     assert report["config"]["options"]["validate"] is False
-    assert (report["tried"], report["kept"], report["rejected"]) == (3, 2, 1)
-    assert report["reasons"] == {"no environment spec": 1}
+    assert (report["tried"], report["kept"], report["rejected"]) == (4, 3, 1)
+    assert report["reasons"] == {"no mirror": 1}
 
 
 # ---------------------------------------------------------------------------- Docker

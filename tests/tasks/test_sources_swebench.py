@@ -1,23 +1,26 @@
-"""SWE-bench instances: parsing as published, specs, test directives, mirrors."""
+"""SWE-bench instances: parsing as published, environments from the harness's specs, mirrors."""
 
 from __future__ import annotations
 
 import json
 import subprocess
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from repogym.errors import TaskError
 from repogym.tasks.schema import Task
-from repogym.tasks.sources.common import Rejected
+from repogym.tasks.sources import mirrors
+from repogym.tasks.sources.common import Rejected, SourceOptions
+from repogym.tasks.sources.datasets import load_rows
+from repogym.tasks.sources.mirrors import Mirrors, find_mirror
 from repogym.tasks.sources.swebench import (
+    SwebenchOptions,
+    SwebenchSource,
     default_parser,
-    find_mirror,
     get_test_directives,
-    load_instances,
     load_specs,
-    to_task,
 )
 
 TEST_PATCH = """\
@@ -30,24 +33,31 @@ diff --git a/tests/test_app.py b/tests/test_app.py
 diff --git a/tests/data/expected.json b/tests/data/expected.json
 new file mode 100644
 """
+GIT = ["git", "-c", "user.name=a", "-c", "user.email=a@b"]
+
+
+def commit_all(root: Path, message: str = "base") -> str:
+    subprocess.run(GIT + ["add", "-A"], cwd=root, check=True)
+    subprocess.run(GIT + ["commit", "-qm", message], cwd=root, check=True)
+    return subprocess.run(["git", "rev-parse", "HEAD"], cwd=root, capture_output=True,
+                          text=True, check=True).stdout.strip()
 
 
 def make_mirror(root: Path) -> str:
     subprocess.run(["git", "init", "-q", str(root)], check=True)
     (root / "app.py").write_text("x = 1\n")
-    git = ["git", "-c", "user.name=a", "-c", "user.email=a@b"]
-    subprocess.run(git + ["add", "-A"], cwd=root, check=True)
-    subprocess.run(git + ["commit", "-qm", "base"], cwd=root, check=True)
-    return subprocess.run(["git", "rev-parse", "HEAD"], cwd=root, capture_output=True,
-                          text=True, check=True).stdout.strip()
+    (root / "requirements").mkdir()
+    (root / "requirements" / "dev.txt").write_text("-e .\n# pinned\n-r tests.txt\nblack==22.1\n")
+    (root / "requirements" / "tests.txt").write_text("pytest==7.1.2\ntypes-pkg_resources==0.1\n")
+    return commit_all(root)
 
 
 def instance(base: str, **changes: object) -> dict[str, object]:
     row: dict[str, object] = {
-        "repo": "octo/app", "instance_id": "octo__app-7", "base_commit": base,
+        "repo": "pallets/flask", "instance_id": "pallets__flask-7", "base_commit": base,
         "patch": "diff --git a/app.py b/app.py\n", "test_patch": TEST_PATCH,
         "problem_statement": "app breaks", "hints_text": "", "created_at": "2024-01-01",
-        "version": "1.0", "FAIL_TO_PASS": json.dumps(["tests/test_app.py::test_y"]),
+        "version": "2.0", "FAIL_TO_PASS": json.dumps(["tests/test_app.py::test_y"]),
         "PASS_TO_PASS": json.dumps(["tests/test_app.py::test_x"]),
         "environment_setup_commit": base,
     }
@@ -55,60 +65,82 @@ def instance(base: str, **changes: object) -> dict[str, object]:
     return row
 
 
+def source(tmp_path: Path, rows: list[dict[str, Any]], env: Path | None = None,
+           repos: Path | None = None) -> SwebenchSource:
+    file = tmp_path / "instances.jsonl"
+    file.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    options = SwebenchOptions(file, repos or tmp_path / "repos", env, validate=False, clone=False)
+    return SwebenchSource(options, SourceOptions())
+
+
 @pytest.fixture()
-def layout(tmp_path: Path) -> tuple[Path, Path, str]:
-    repos = tmp_path / "repos"
-    base = make_mirror(repos / "octo__app")
-    specs = tmp_path / "specs.yaml"
-    specs.write_text('octo/app:\n  "1.0":\n    python: "3.11"\n    setup: pip install -e .\n'
-                     '    test_cmd: pytest -rA\n  "*":\n    python: "3.9"\n'
-                     '    test_cmd: pytest -x\n')
-    return repos, specs, base
+def repos(tmp_path: Path) -> tuple[Path, str]:
+    return tmp_path / "repos", make_mirror(tmp_path / "repos" / "pallets__flask")
 
 
 def test_instances_load_from_json_list_object_and_lines(tmp_path: Path) -> None:
-    rows = [instance("a" * 40), instance("b" * 40, instance_id="octo__app-8")]
+    rows = [instance("a" * 40), instance("b" * 40, instance_id="pallets__flask-8")]
     listed, lines, single = tmp_path / "l.json", tmp_path / "i.jsonl", tmp_path / "one.json"
     listed.write_text(json.dumps(rows))
     lines.write_text("\n".join(json.dumps(r) for r in rows) + "\n\n")
     single.write_text(json.dumps(rows[0]))
-    assert load_instances(listed) == rows == load_instances(lines)
-    assert load_instances(single) == rows[:1]
+    assert load_rows(listed) == rows == load_rows(lines)
+    assert load_rows(single) == rows[:1]
     broken = tmp_path / "bad.jsonl"
     broken.write_text(json.dumps(rows[0]) + "\n{oops\n")
     with pytest.raises(TaskError, match="bad.jsonl:2"):
-        load_instances(broken)
+        load_rows(broken)
 
 
-def test_instance_becomes_a_task_with_lists_parsed(layout: tuple[Path, Path, str]) -> None:
-    repos, specs_file, base = layout
-    task = to_task(instance(base), load_specs(specs_file), repos, "eval")
+def test_published_specs_give_the_environment(tmp_path: Path, repos: tuple[Path, str]) -> None:
+    """No --env: flask 2.0's spec from swebench 4.1.0, requirements read from the mirror."""
+    folder, base = repos
+    task = next(source(tmp_path, [instance(base)], repos=folder).candidates())
     assert isinstance(task, Task)
     assert task.FAIL_TO_PASS == ("tests/test_app.py::test_y",)
-    assert task.PASS_TO_PASS == ("tests/test_app.py::test_x",)
-    assert task.source == str(repos / "octo__app") and task.kind == "swe"
-    assert task.environment.setup == ("pip install -e .",)
-    assert task.environment.test_cmd == "pytest -rA"
-    assert task.environment.log_parser == "parse_log_pytest"
-    assert task.environment.test_files == ("tests/test_app.py",)  # .json is not a test
-    assert task.extra["environment_setup_commit"] == base
-    other = to_task(instance(base, version="2.0"), load_specs(specs_file), repos, "train")
-    assert isinstance(other, Task) and other.environment.python == "3.9"
-    assert other.split == "train" and other.version == "2.0"
+    env = task.environment
+    assert env.python == "3.9" and env.test_cmd == "pytest -rA"
+    assert env.log_parser == "parse_log_flask"
+    assert env.test_files == ("tests/test_app.py",)  # .json is not a test
+    # requirements/dev.txt as the harness reads it: -r inlined, "-e ." and comments dropped,
+    # the yanked package replaced
+    written = subprocess.run(["bash", "-c", env.setup[0].replace(
+        "/tmp/repogym-requirements.txt", "/dev/stdout")], capture_output=True, text=True).stdout
+    assert written.split() == ["pytest==7.1.2", "types-setuptools", "black==22.1"]
+    assert env.setup[1] == "python -m pip install -r /tmp/repogym-requirements.txt"
+    assert env.setup[2].startswith("python -m pip install setuptools==70.0.0 Werkzeug==2.3.7")
+    assert env.setup[3] == "python -m pip install -e ."
+    assert task.extra["environment_source"]["from"] == "swebench 4.1.0 specs (pallets/flask 2.0)"
+    assert task.source == str(folder / "pallets__flask")
 
 
-def test_unusable_instances_say_why(layout: tuple[Path, Path, str]) -> None:
-    repos, specs_file, base = layout
-    specs = load_specs(specs_file)
-    missing = to_task(instance(base, repo="octo/other"), specs, repos, "eval")
-    assert isinstance(missing, Rejected) and "no environment spec" in missing.reason
-    specs["octo/other"] = {"*": {}}
-    assert "no mirror" in to_task(instance(base, repo="octo/other"), specs, repos,
-                                  "eval").reason  # type: ignore[union-attr]
-    gone = to_task(instance("f" * 40), specs, repos, "eval")
-    assert isinstance(gone, Rejected) and gone.reason.startswith("base commit missing")
-    old = to_task(instance(base), {"octo/app": {"1.0": {"python": "3.6"}}}, repos, "eval")
-    assert isinstance(old, Rejected) and "3.6" in old.reason
+def test_env_file_only_overrides(tmp_path: Path, repos: tuple[Path, str]) -> None:
+    folder, base = repos
+    specs = tmp_path / "specs.yaml"
+    specs.write_text('pallets/flask:\n  "2.0":\n    python: "3.11"\n    setup: pip install -e .\n')
+    src = source(tmp_path, [instance(base), instance(base, version="2.3",
+                                                     instance_id="pallets__flask-8")],
+                 env=specs, repos=folder)
+    first, second = list(src.candidates())
+    assert isinstance(first, Task) and isinstance(second, Task)
+    assert first.environment.python == "3.11" and first.environment.setup == ("pip install -e .",)
+    assert second.environment.python == "3.11"  # flask 2.3's own spec
+    assert second.extra["environment_source"]["from"].startswith("swebench 4.1.0 specs")
+
+
+def test_unusable_instances_say_why(tmp_path: Path, repos: tuple[Path, str]) -> None:
+    folder, base = repos
+    rows = [instance(base, repo="octo/other", instance_id="octo__other-1"),
+            instance("f" * 40, instance_id="pallets__flask-9"),
+            instance(base, repo="django/django", instance_id="django__django-1", version="9.9")]
+    (folder / "django__django").mkdir()
+    subprocess.run(["git", "init", "-q", "--bare", str(folder / "django__django")], check=True)
+    got = list(source(tmp_path, rows, repos=folder).candidates())
+    assert all(isinstance(c, Rejected) for c in got)
+    reasons = [c.reason for c in got]  # type: ignore[union-attr]
+    assert reasons[0].startswith("no mirror: put octo/other at")
+    assert reasons[1].startswith("base commit missing")
+    assert reasons[2].startswith("base commit missing")
 
 
 def test_specs_reject_unknown_keys(tmp_path: Path) -> None:
@@ -130,14 +162,31 @@ def test_directives_follow_the_official_harness() -> None:
 def test_default_parsers_are_registry_names() -> None:
     assert default_parser("django/django") == "parse_log_django"
     assert default_parser("sympy/sympy") == "parse_log_sympy"
+    assert default_parser("psf/requests") == "parse_log_requests"
     assert default_parser("someone/unknown") == "parse_log_pytest"
 
 
 def test_mirror_layouts(tmp_path: Path) -> None:
-    (tmp_path / "a__b").mkdir()
-    (tmp_path / "c" / "d.git").mkdir(parents=True)
+    for path in (tmp_path / "a__b", tmp_path / "c" / "d.git", tmp_path / "g+h" / "repo"):
+        subprocess.run(["git", "init", "-q", "--bare", str(path)], check=True)
     (tmp_path / "e__f.bundle").write_text("")
     assert find_mirror(tmp_path, "a/b") == tmp_path / "a__b"
     assert find_mirror(tmp_path, "c/d") == tmp_path / "c" / "d.git"
     assert find_mirror(tmp_path, "e/f") == tmp_path / "e__f.bundle"
+    assert find_mirror(tmp_path, "g/h") == tmp_path / "g+h" / "repo"
     assert find_mirror(tmp_path, "x/y") is None
+
+
+def test_clones_are_cached_once_and_fetched_for_new_commits(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    upstream = tmp_path / "upstream" / "octo" / "app"
+    first = make_mirror(upstream)
+    monkeypatch.setenv("REPOGYM_MIRRORS", str(tmp_path / "cache"))
+    monkeypatch.setattr(mirrors, "URL_TEMPLATE", f"file://{tmp_path}/upstream/{{repo}}")
+    found = Mirrors().get("octo/app", first)
+    assert found == tmp_path / "cache" / "octo__app.git" and (found / "HEAD").exists()
+    (upstream / "app.py").write_text("x = 2\n")
+    second = commit_all(upstream, "next")
+    assert Mirrors().get("octo/app", second) == found  # fetched, not cloned again
+    with pytest.raises(TaskError, match="cloning .* failed .* pass --repos DIR"):
+        Mirrors().get("octo/missing")
