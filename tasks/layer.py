@@ -103,7 +103,8 @@ def probe_image(client: Any, image: str, commit: str) -> dict[str, Any]:
     which conda environment it activates."""
     script = (f"cd {images.WORKDIR} 2>/dev/null && git -c safe.directory='*' merge-base "
               f"--is-ancestor {shlex.quote(commit)} HEAD && echo HOLDS; "
-              + "".join(f"test -x {env}/bin/python && echo ENV={env}; " for env in CONDA_ENVS))
+              + "".join(f"test -x {env}/bin/python && echo ENV={env}; " for env in CONDA_ENVS)
+              + "true")
     try:
         out = client.containers.run(image, ["bash", "-c", script], remove=True, user="root",
                                     network_mode="none", entrypoint=[])

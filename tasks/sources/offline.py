@@ -45,7 +45,7 @@ def network_failures(task: Task, image: str, failing: list[str]) -> dict[str, st
                            memory="4g", cpus=2.0, pids_limit=1024, output_limit=400_000)
     with DockerSandbox(config) as box:
         box.put_files({"repogym-gold.patch": task.patch.encode(),
-                       "repogym-test.patch": task.test_patch.encode()}, "/tmp", owner=1000)
+                       "repogym-test.patch": task.test_patch.encode()}, "/tmp")
         result = box.exec(["bash", "-c", script], timeout=task.environment.timeout)
     sections = _sections(result.output)
     out: dict[str, str] = {}

@@ -274,8 +274,9 @@ class SwebenchSource:
             failing = [t for t, s in {**gold.fail_to_pass, **gold.pass_to_pass}.items()
                        if s not in ("PASSED", "XFAIL")]
             offline = network_failures(task, image, failing)
-        except RepogymError:
-            return task, result
+        except RepogymError as exc:
+            return task, replace(result, reason=f"{result.reason}; the check for tests that "
+                                 f"need the network failed: {str(exc).splitlines()[0][:200]}")
         if not offline or set(offline) != set(failing):
             return task, result  # a failure the network does not explain: a real rejection
         f2p = tuple(t for t in task.FAIL_TO_PASS if t not in offline)
