@@ -130,6 +130,10 @@ def add_tasks_add_parser(subparsers: Any) -> argparse.ArgumentParser:
     swe.add_argument("--instances", type=_csv, default=(), help="only these instance ids")
     swe.add_argument("--no-validate", action="store_true",
                      help="write the instances without running gold and empty patches")
+    harbor = sources.add_parser("harbor", parents=common, help="Harbor task folders")
+    harbor.add_argument("path", type=Path, metavar="DIR", help="a task folder or a folder of them")
+    harbor.add_argument("--no-validate", action="store_true",
+                        help="write the tasks without running gold and empty patches")
     parser.set_defaults(func=run_tasks_add)
     return parser
 
@@ -191,9 +195,19 @@ def _swebench(args: argparse.Namespace, common: SourceOptions, llm: LLMConfig | 
     return SwebenchSource(options, common), asdict(options), None
 
 
+def _harbor(args: argparse.Namespace, common: SourceOptions, llm: LLMConfig | None,
+            work: Path) -> Built:
+    from repogym.tasks.sources.harbor import HarborSource
+
+    if not args.path.exists():
+        raise ValueError(f"{args.path} does not exist: pass a Harbor task folder.")
+    source = HarborSource(args.path, common, not args.no_validate)
+    return source, {"path": str(args.path), "validate": not args.no_validate}, None
+
+
 SOURCES: dict[str, Callable[..., Built]] = {
     "git": _git, "replication": _replication, "synthetic": _synthetic, "pypi": _pypi,
-    "swebench": _swebench,
+    "swebench": _swebench, "harbor": _harbor,
 }
 
 
@@ -204,7 +218,7 @@ def run_tasks_add(args: argparse.Namespace) -> int:
     try:
         common = SourceOptions(args.max, args.split, args.seed, args.runs)
         llm = LLMConfig.from_env(args.llm_base_url, args.llm_model)
-        if not (args.add_source == "swebench" and args.no_validate) and not docker_available():
+        if not getattr(args, "no_validate", False) and not docker_available():
             raise DockerUnavailable("`tasks add` runs every candidate's tests in containers")
         with tempfile.TemporaryDirectory(prefix="repogym-add-") as tmp:
             source, config, repo = SOURCES[args.add_source](args, common, llm, Path(tmp))

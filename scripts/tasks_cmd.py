@@ -24,6 +24,12 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     v.add_argument("--task", action="append", default=None, help="only these instance ids")
     v.add_argument("--json", default=None, help="write results as JSON here (- for stdout)")
     v.set_defaults(func=validate)
+    x = tsub.add_parser("export", help="write a suite's tasks in another harness's format")
+    x.add_argument("format", choices=["harbor"])
+    x.add_argument("--suite", required=True)
+    x.add_argument("--out", required=True, help="the folder to write task folders into")
+    x.add_argument("--task", action="append", default=None, help="only these instance ids")
+    x.set_defaults(func=export)
     try:
         from repogym.scripts.tasks_add import add_tasks_add_parser
     except ImportError:
@@ -64,3 +70,19 @@ def validate(args: argparse.Namespace) -> int:
 
 def _runs(values: list[bool]) -> str:
     return "".join("R" if v else "-" for v in values)
+
+
+def export(args: argparse.Namespace) -> int:
+    """``repogym tasks export harbor``: one Harbor task folder per task."""
+    from pathlib import Path
+
+    from repogym.tasks.harbor import export_task
+
+    tasks = load_suite(args.suite)
+    if args.task:
+        tasks = [t for t in tasks if t.instance_id in set(args.task)]
+    out = Path(args.out)
+    for task in tasks:
+        progress(f"{task.instance_id} -> {export_task(task, out)}")
+    print(f"wrote {len(tasks)} Harbor task folders under {out}")
+    return 0

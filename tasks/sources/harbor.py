@@ -1,0 +1,36 @@
+"""Harbor task folders as a task source: ``repogym tasks add harbor DIR --out OUT``."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+from repogym.errors import TaskError
+from repogym.tasks.harbor import import_task, task_folders
+from repogym.tasks.schema import Task
+
+from .common import Candidate, Rejected, SourceOptions
+
+
+class HarborSource:
+    """Each task folder under a directory, validated like every other task."""
+
+    name = "harbor"
+
+    def __init__(self, root: Path, common: SourceOptions, validate: bool = True) -> None:
+        self.root, self.common, self.validate = root, common, validate
+
+    def candidates(self) -> Iterator[Candidate]:
+        for folder in task_folders(self.root):
+            try:
+                yield import_task(folder, self.common.split)
+            except (TaskError, KeyError, ValueError, OSError) as err:
+                yield Rejected(folder.name, "swe", f"not importable: {err}")
+
+    def check(self, task: Task) -> tuple[Task | None, str]:
+        if not self.validate:
+            return task, "not validated (--no-validate)"
+        from repogym.tasks.validate import validate_task
+
+        result = validate_task(task, runs=self.common.runs)
+        return (task if result.ok else None), result.reason
