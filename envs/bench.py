@@ -2,6 +2,8 @@
 
 Sections (all on one task of a suite, its image built first):
 
+- ``startup``: ``repogym --version``, ``repogym --help`` and importing the environment, each a
+  new process, next to ``python -c pass``.
 - ``step``: ``env.step(bash "true" / "ls")`` vs ``docker exec`` vs docker-py ``exec_run``, on
   the same container.
 - ``reset``: ``env.reset()`` from a warm pool vs a fresh container per reset.
@@ -32,11 +34,12 @@ from repogym.envs.bench_cost import (
     swebench_latency,
 )
 from repogym.envs.bench_latency import parallel_steps, reset_latency, step_latency
+from repogym.envs.bench_startup import startup_latency
 from repogym.envs.sandbox.client import docker_client
 from repogym.tasks.images import ensure_image
 from repogym.tasks.suite import load_suite
 
-SECTIONS = ("step", "reset", "grade", "swebench", "parallel", "memory")
+SECTIONS = ("startup", "step", "reset", "grade", "swebench", "parallel", "memory")
 
 
 @dataclass(frozen=True)
@@ -51,6 +54,7 @@ class BenchConfig:
     swebench_runs: int = 3  # swebench run_instance samples (each takes ~16 s)
     parallel: tuple[int, ...] = (1, 2, 4)  # numbers of envs stepping at once
     parallel_seconds: float = 5.0  # how long each parallel level steps
+    startup_runs: int = 10  # new processes per start-up measure
     sections: tuple[str, ...] = SECTIONS
     logs_dir: str | None = None  # where swebench writes its logs (a temporary folder if None)
 
@@ -59,7 +63,7 @@ class BenchConfig:
         if unknown or not self.sections:
             raise ValueError(f"sections={self.sections!r}: choose from {', '.join(SECTIONS)}")
         counts = {"steps": self.steps, "resets": self.resets, "grades": self.grades,
-                  "swebench_runs": self.swebench_runs}
+                  "swebench_runs": self.swebench_runs, "startup_runs": self.startup_runs}
         low = {k: v for k, v in counts.items() if v < 1}
         if low:
             raise ValueError(f"repetition counts must be >= 1: {low}")
@@ -71,11 +75,12 @@ class BenchConfig:
     def quick(self) -> BenchConfig:
         """Tiny counts: checks that every section runs, in well under a minute each."""
         return replace(self, steps=10, resets=2, grades=1, swebench_runs=1, parallel=(1, 2),
-                       parallel_seconds=1.0)
+                       parallel_seconds=1.0, startup_runs=3)
 
 
 # the goals: (goal, row key, "median" or "ratio", limit); medians in the row's unit
 TARGETS: list[tuple[str, str, str, float]] = [
+    ("`repogym --help` median < 0.5 s", "startup.help", "median", 500.0),
     ("step median < 5 ms (true)", "step.repogym.true", "median", 5.0),
     ("step median < 5 ms (ls)", "step.repogym.ls", "median", 5.0),
     ("step >= 10x faster than exec_run (true)", "step.exec_run.true", "ratio", 10.0),
@@ -139,6 +144,7 @@ def run_bench(config: BenchConfig, progress: Progress = print) -> dict[str, Any]
 def _sections(config: BenchConfig, ctx: Context) -> list[Row]:
     c, rows = config, list[Row]()
     runs = {
+        "startup": lambda: startup_latency(ctx, c.startup_runs),
         "step": lambda: step_latency(ctx, c.steps),
         "reset": lambda: reset_latency(ctx, c.resets),
         "grade": lambda: grading_latency(ctx, c.grades),

@@ -30,6 +30,10 @@ class SetupFailed(ImageBuildError):
     at that commit does not install (not an infrastructure failure)."""
 
 
+class UsageError(RepogymError):
+    """A command was given something it cannot use: a missing file, a file of another kind."""
+
+
 class TaskError(RepogymError):
     """A task or suite is malformed or cannot be found."""
 

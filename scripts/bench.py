@@ -22,6 +22,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--grades", type=int, default=DEFAULTS.grades, help="repogym grading samples")
     p.add_argument("--swebench-runs", type=int, default=DEFAULTS.swebench_runs,
                    help="swebench run_instance samples (each ~16 s)")
+    p.add_argument("--startup-runs", type=int, default=DEFAULTS.startup_runs,
+                   help="new processes per start-up measure (repogym --help against python)")
     p.add_argument("--parallel", default=",".join(map(str, DEFAULTS.parallel)),
                    help="env counts stepping at once, e.g. 1,2,4")
     p.add_argument("--parallel-seconds", type=float, default=DEFAULTS.parallel_seconds,
@@ -46,7 +48,8 @@ def config_from(args: argparse.Namespace) -> BenchConfig:
     config = BenchConfig(
         suite=args.suite, task_id=args.task, steps=args.steps, resets=args.resets,
         grades=args.grades, swebench_runs=args.swebench_runs, parallel=parallel,
-        parallel_seconds=args.parallel_seconds, sections=sections, logs_dir=args.logs_dir)
+        parallel_seconds=args.parallel_seconds, sections=sections, logs_dir=args.logs_dir,
+        startup_runs=args.startup_runs)
     return config.quick() if args.quick else config
 
 
@@ -55,11 +58,7 @@ def _names(text: str) -> tuple[str, ...]:
 
 
 def run(args: argparse.Namespace) -> int:
-    try:
-        config = config_from(args)
-    except ValueError as exc:
-        print(f"repogym bench: {exc}", file=sys.stderr)
-        return 2
+    config = config_from(args)  # a bad value raises ValueError: the command line says which
     result = run_bench(config, progress=progress)
     result["command"] = " ".join(["repogym", *sys.argv[1:]])
     print(render(result))

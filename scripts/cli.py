@@ -1,69 +1,127 @@
-"""The `repogym` command line: thin commands that parse arguments and call the packages."""
+"""The `repogym` command line: thin commands that parse arguments and call the packages.
+
+A command's module is imported only when that command runs (or shows its help): the grader
+pulls in swebench and the environment Gymnasium and Docker, and `repogym --help` needs none
+of them. Every failure ends the same way: one `repogym: error: ...` line and a non-zero exit.
+"""
 
 from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
+from collections.abc import Callable
 
-from repogym.errors import RepogymError
 from repogym.version import __version__
 
-# command name -> module providing add_parser(subparsers) (each sets its own `func`)
-COMMANDS = {
-    "doctor": "repogym.scripts.doctor",
-    "images": "repogym.scripts.images_cmd",
-    "tasks": "repogym.scripts.tasks_cmd",
-    "eval": "repogym.scripts.eval_cmd",
-    "show": "repogym.scripts.show",
-    "bench": "repogym.scripts.bench",
-    "train": "repogym.scripts.train",
+# command name -> (module with add_parser(subparsers), one line for `repogym --help`)
+COMMANDS: dict[str, tuple[str, str]] = {
+    "doctor": ("repogym.scripts.doctor",
+               "check Docker, images, disk; remove leftover containers and unused images"),
+    "images": ("repogym.scripts.images_cmd", "build the images a suite needs"),
+    "tasks": ("repogym.scripts.tasks_cmd", "validate suites, make tasks from repositories"),
+    "eval": ("repogym.scripts.eval_cmd", "run an agent on a suite, or grade SWE-bench predictions"),
+    "show": ("repogym.scripts.show", "print an episode record readably"),
+    "bench": ("repogym.scripts.bench",
+              "measure start-up, step, reset and grading latency, throughput, memory"),
+    "train": ("repogym.scripts.train", "train an LLM agent with multi-turn PPO"),
 }
 
+DEBUG_VAR = "REPOGYM_DEBUG"  # set to 1 to see the traceback of an unexpected error
 
-def build_parser() -> argparse.ArgumentParser:
+
+def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
+    """The parser; only the command named in ``argv`` (if any) gets its real subparser."""
     parser = argparse.ArgumentParser(
         prog="repogym",
         description="A Gymnasium environment for coding agents on real repositories.",
+        epilog=f"`repogym COMMAND --help` describes a command. {DEBUG_VAR}=1 shows the "
+        "traceback of an unexpected error.",
     )
     parser.add_argument("--version", action="version", version=f"repogym {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    for name, module in COMMANDS.items():
-        try:
-            mod = importlib.import_module(module)
-        except ImportError as exc:  # an optional extra (train) may be missing
-            missing = sub.add_parser(name, help=f"(unavailable: {exc})")
-            missing.set_defaults(func=_unavailable(name, exc))
-            continue
-        add = getattr(mod, "add_parser", None) or getattr(mod, f"add_{name}_parser", None)
-        if add is None:
-            raise RuntimeError(f"{module} has no add_parser(subparsers)")
-        add(sub)
+    chosen = _command_in(sys.argv[1:] if argv is None else argv)
+    for name, (module, help_text) in COMMANDS.items():
+        if name == chosen:
+            _add_command(sub, name, module, help_text)
+        else:
+            sub.add_parser(name, help=help_text)
     return parser
 
 
-def _unavailable(name: str, exc: ImportError):  # type: ignore[no-untyped-def]
+def _command_in(argv: list[str]) -> str | None:
+    """The command word: the first argument that is not an option (the top level has only
+    ``--help`` and ``--version``, which take no value)."""
+    return next((a for a in argv if not a.startswith("-")), None)
+
+
+def _add_command(sub: argparse._SubParsersAction, name: str, module: str, help_text: str) -> None:
+    try:
+        mod = importlib.import_module(module)
+    except ImportError as exc:  # an optional extra (train) may be missing
+        missing = sub.add_parser(name, help=f"{help_text} (unavailable: {exc})")
+        missing.set_defaults(func=_unavailable(name, exc))
+        return
+    add = getattr(mod, "add_parser", None) or getattr(mod, f"add_{name}_parser", None)
+    if add is None:
+        raise RuntimeError(f"{module} has no add_parser(subparsers)")
+    add(sub)
+
+
+def _unavailable(name: str, exc: ImportError) -> Callable[[argparse.Namespace], int]:
     def run(_args: argparse.Namespace) -> int:
-        print(
-            f"repogym {name} needs more packages ({exc}): pip install 'repogym[train]'",
-            file=sys.stderr,
-        )
-        return 2
+        raise MissingExtra(f"repogym {name} needs more packages ({exc}): "
+                           "pip install 'repogym[train]'")
 
     return run
 
 
+class MissingExtra(Exception):
+    """A command's optional dependencies are not installed."""
+
+
 def main(argv: list[str] | None = None) -> int:
-    parser = build_parser()
+    parser = build_parser(argv)
     args = parser.parse_args(argv)
     if not getattr(args, "func", None):
         parser.print_help()
         return 2
     try:
         return int(args.func(args) or 0)
-    except RepogymError as exc:
-        print(f"repogym: {exc}", file=sys.stderr)
-        return 1
     except KeyboardInterrupt:
         print("repogym: interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:  # `repogym show FILE | head`: the reader left, nothing to say
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no error at exit
+        return 141
+    except SystemExit:
+        raise
+    except BaseException as exc:  # noqa: BLE001 - one error line, never a traceback
+        return report_error(exc)
+
+
+def report_error(exc: BaseException) -> int:
+    """Prints ``repogym: error: ...`` for ``exc`` and returns the exit status."""
+    from repogym.errors import RepogymError, UsageError
+
+    code = 1
+    if isinstance(exc, UsageError):  # a missing file, a file of another kind
+        message, code = str(exc), 2
+    elif isinstance(exc, RepogymError | MissingExtra):
+        message = str(exc)
+    elif isinstance(exc, ValueError):  # a bad value or option: say which, exit like argparse
+        message, code = str(exc), 2
+    elif isinstance(exc, OSError) and exc.filename is not None:
+        message = f"{exc.filename}: {exc.strerror or exc}"
+    elif type(exc).__module__.split(".")[0] in ("docker", "requests", "urllib3"):
+        message = f"the Docker engine failed: {exc} (run `repogym doctor` to check it)"
+    else:
+        message = (f"unexpected {type(exc).__name__}: {exc} (a bug in repogym; "
+                   f"{DEBUG_VAR}=1 shows the traceback)")
+    print(f"repogym: error: {message}", file=sys.stderr)
+    if os.environ.get(DEBUG_VAR):
+        import traceback
+
+        traceback.print_exception(exc)
+    return code

@@ -17,8 +17,6 @@ import warnings
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from swebench.harness.grading import get_eval_tests_report, get_resolution_status
-
 from repogym.envs.grading import stage
 from repogym.envs.grading.agreement import run_differential
 from repogym.envs.grading.canary import Canaries, canary_problems, make_canaries
@@ -338,6 +336,9 @@ class _Run:
             # the whole expected set must be collected; an uncollected test is no tampering
             # proof (a broken import does it too), so the run is invalid without a flag
             r.invalidate(f"{len(missing)} expected tests were not collected: {missing[:3]}")
+        # swebench (and the datasets library it imports) costs seconds: only when grading
+        from swebench.harness.grading import get_eval_tests_report, get_resolution_status
+
         gold = {"FAIL_TO_PASS": list(task.FAIL_TO_PASS), "PASS_TO_PASS": list(task.PASS_TO_PASS)}
         tests_report = get_eval_tests_report(statuses, gold)
         r.swebench_status = get_resolution_status(tests_report)

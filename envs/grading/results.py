@@ -5,12 +5,13 @@ from __future__ import annotations
 import xml.etree.ElementTree as ET
 from typing import Any
 
-from swebench.harness.log_parsers import PARSER_REGISTRY
-
 PASSING = {"PASSED", "XFAIL"}
 
 
 def parser_for(name: str) -> Any:
+    # swebench (and the datasets library it imports) costs seconds: only when parsing
+    from swebench.harness.log_parsers import PARSER_REGISTRY
+
     key = name if name.startswith("parse_log_") else f"parse_log_{name}"
     if key not in PARSER_REGISTRY:
         valid = sorted(k.removeprefix("parse_log_") for k in PARSER_REGISTRY)

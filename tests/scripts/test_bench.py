@@ -9,9 +9,11 @@ from pathlib import Path
 import pytest
 
 from repogym.envs.bench import BenchConfig, targets
-from repogym.envs.bench_core import Row, Stat, compare, row
+from repogym.envs.bench_core import Context, Row, Stat, compare, row
 from repogym.envs.bench_cost import pytest_seconds
+from repogym.envs.bench_startup import startup_latency
 from repogym.scripts import bench
+from repogym.tasks.schema import Task
 
 
 def parse(*argv: str) -> argparse.Namespace:
@@ -21,8 +23,10 @@ def parse(*argv: str) -> argparse.Namespace:
 
 
 def run_cli(*argv: str) -> int:
-    args = parse(*argv)
-    return int(args.func(args))
+    """`repogym bench ARGV`, the way the console script runs it."""
+    from repogym.scripts.cli import main
+
+    return main(["bench", *argv])
 
 
 # --- no engine needed ----------------------------------------------------------------------------
@@ -81,7 +85,21 @@ def test_options_map_onto_the_config() -> None:
 
 # --- a real engine -------------------------------------------------------------------------------
 
+def test_startup_is_measured_against_a_bare_python(toy_task: Task) -> None:
+    ctx = Context(toy_task, "unused", "startup", progress=lambda _m: None)
+    rows = {r.key: r for r in startup_latency(ctx, runs=2)}
+    assert set(rows) == {"startup.python", "startup.version", "startup.help",
+                         "startup.env_import"}
+    assert all(r.stat is not None and r.stat.n == 2 for r in rows.values())
+    assert rows["startup.help"].vs == "startup.python" and rows["startup.help"].ratio
+    help_ms, env_ms = rows["startup.help"].stat, rows["startup.env_import"].stat
+    assert help_ms is not None and env_ms is not None and help_ms.median < env_ms.median
+    goal = targets(list(rows.values()))
+    assert [t["row"] for t in goal] == ["startup.help"]
+
+
 MEASURED = [
+    "startup.python", "startup.help",
     "step.repogym.true", "step.shell.true", "step.docker_exec.true", "step.exec_run.true",
     "step.repogym.ls", "reset.warm", "reset.fresh", "reset.bare_run", "reset.refill",
     "grade.pytest", "grade.plain", "grade.test_cmd", "grade.submit", "grade.overhead",
