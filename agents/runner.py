@@ -38,7 +38,7 @@ from repogym.envs.record import versions
 from repogym.errors import RepogymError, TaskError
 from repogym.tasks.images import image_tag
 from repogym.tasks.schema import Task
-from repogym.tasks.suite import load_suite
+from repogym.tasks.suite import ALL, load_suite, select
 
 RESULTS, SUMMARY, CONFIG, REPORT = "results.jsonl", "summary.json", "config.json", "report.html"
 SECRET_WORDS = ("key", "token", "secret", "password")
@@ -53,7 +53,7 @@ class EvalConfig:
     suite: str  # a built-in suite name, a .jsonl file or a suite folder
     agent: str = "gold"  # a name from repogym.agents.registry.AGENTS or "module:Class"
     agent_options: dict[str, Any] = field(default_factory=dict)  # constructor keywords
-    split: str | None = None  # only tasks of this split
+    split: str | None = None  # train/eval/adversarial/all; None: a suite's eval tasks, or all given
     task_ids: tuple[str, ...] = ()  # only these instance ids (all when empty)
     workers: int | None = None  # episodes at once; None: 1 locally, every CPU slot on Ray
     out: str = "runs/eval"  # the run folder
@@ -122,9 +122,9 @@ def run_eval(config: EvalConfig, tasks: list[Task] | None = None,
     use a tiny purpose-built one).
     """
     progress = progress or Quiet()
+    tasks = select_tasks(config, tasks)  # a bad suite, split or id fails before any file
     out = Path(config.out)
     out.mkdir(parents=True, exist_ok=True)
-    tasks = select_tasks(config, tasks)
     _check_same_run(out, config)
     done = read_results(out / RESULTS)
     todo = [t for t in tasks if t.instance_id not in done
@@ -215,18 +215,13 @@ def prebuild(tasks: list[Task], progress: Progress) -> None:
 
 
 def select_tasks(config: EvalConfig, tasks: list[Task] | None = None) -> list[Task]:
-    chosen = list(tasks) if tasks is not None else load_suite(config.suite, config.split)
-    if tasks is not None and config.split:
-        chosen = [t for t in chosen if t.split == config.split]
-    if config.task_ids:
-        ids = {t.instance_id for t in chosen}
-        missing = sorted(set(config.task_ids) - ids)
-        if missing:
-            raise TaskError(f"no tasks {missing} in suite {config.suite}: check --task")
-        chosen = [t for t in chosen if t.instance_id in set(config.task_ids)]
-    if not chosen:
-        raise TaskError(f"suite {config.suite} has no tasks to run (split={config.split})")
-    return chosen
+    """The tasks to run: by default a suite's eval split (training tasks are no measure), or
+    every task given; then only ``config.task_ids`` when set."""
+    split = config.split or (ALL if tasks is not None else "eval")
+    if tasks is not None:
+        return select(list(tasks), split, config.task_ids, where="the tasks given")
+    return select(load_suite(config.suite), split, config.task_ids,
+                  where=f"suite {config.suite!r}")
 
 
 # --- files -----------------------------------------------------------------------------------
@@ -316,6 +311,9 @@ def rerun(run_dir: str | Path, out: str | None = None, progress: Progress | None
           env_factory: EnvFactory | None = None) -> dict[str, Any]:
     """Repeats the run recorded in ``run_dir/config.json`` into ``out`` (default: a new folder
     next to it). Warns when a task changed since."""
+    if not (Path(run_dir) / CONFIG).is_file():
+        raise TaskError(f"{run_dir} holds no {CONFIG}: give a run folder that "
+                        "`repogym eval` wrote.")
     data = json.loads((Path(run_dir) / CONFIG).read_text())
     target = out or f"{str(run_dir).rstrip('/')}-rerun-{time.strftime('%Y%m%d-%H%M%S')}"
     config = EvalConfig.from_dict(data["config"], out=target)

@@ -9,6 +9,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from repogym.errors import UsageError
 from repogym.version import __version__
 
 
@@ -53,5 +54,39 @@ class EpisodeRecorder:
             self._file.close()
 
 
+EVENTS = ("reset", "step", "end")
+WHERE = ("records are the .jsonl files under the env's record_dir, or under DIR/records of a "
+         "`repogym eval` run")
+
+
 def read_record(path: str | Path) -> list[dict[str, Any]]:
-    return [json.loads(line) for line in Path(path).read_text().splitlines() if line.strip()]
+    """The events of one episode record; :class:`UsageError` when ``path`` is not one."""
+    path = Path(path)
+    if path.is_dir():
+        inside = sorted(path.glob("*.jsonl"))[:1]
+        hint = f", e.g. {inside[0]}" if inside else ""
+        raise UsageError(f"{path} is a folder: give one record file in it{hint}.")
+    if not path.is_file():
+        raise UsageError(f"{path} does not exist: {WHERE}.")
+    events: list[dict[str, Any]] = []
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except UnicodeDecodeError:
+        raise UsageError(f"{path} is not an episode record (not text): {WHERE}.") from None
+    for n, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        try:
+            event = json.loads(line)
+        except json.JSONDecodeError:
+            raise UsageError(f"{path} is not an episode record (line {n} is not JSON): "
+                             f"{WHERE}.") from None
+        if not isinstance(event, dict) or event.get("event") not in EVENTS:
+            what = ("a results file" if isinstance(event, dict) and "instance_id" in event
+                    else "not an episode record")
+            raise UsageError(f"{path} is {what} (line {n} is no reset, step or end event): "
+                             f"{WHERE}.")
+        events.append(event)
+    if not events:
+        raise UsageError(f"{path} is empty: {WHERE}.")
+    return events

@@ -26,7 +26,7 @@ from repogym.envs.tools import TOOL_SCHEMAS, Toolbox
 from repogym.errors import ActionError, SandboxError
 from repogym.tasks.images import WORKDIR, BuiltImage, ensure_image, image_info, image_tag
 from repogym.tasks.schema import Task
-from repogym.tasks.suite import load_suite, pick
+from repogym.tasks.suite import ALL, load_suite, pick, select
 
 MAX_TEXT = 1_000_000  # characters; longer observations are cut
 
@@ -73,7 +73,9 @@ class SWEEnv(gym.Env[str, Any]):
     ## Arguments
     - ``suite``: a built-in suite name (``"demo"``, ``"adversarial"``), a ``.jsonl`` file or a
       suite folder. ``tasks``: a list of :class:`~repogym.tasks.schema.Task` instead.
-    - ``split``: keep only ``"train"``, ``"eval"`` or ``"adversarial"`` tasks.
+    - ``split``: ``"train"``, ``"eval"``, ``"adversarial"`` or ``"all"``. Default: ``"train"``
+      for a suite (held-out tasks never reach training unless asked for; a suite without train
+      tasks raises an error that names the splits it has), every task for ``tasks=``.
     - ``reward``: see Rewards. ``max_steps`` (50), ``max_seconds`` (1800),
       ``max_observation_chars`` (1,000,000), ``bash_timeout`` (60 s per command),
       ``output_limit`` (16,000 bytes kept per command).
@@ -124,9 +126,10 @@ class SWEEnv(gym.Env[str, Any]):
             raise ValueError(f"sandbox={sandbox!r}: use 'docker' or 'fake'")
         if render_mode not in (None, "ansi"):
             raise ValueError(f"render_mode={render_mode!r}: use None or 'ansi'")
-        self.tasks = list(tasks) if tasks is not None else load_suite(suite or "demo", split)
-        if split is not None and tasks is not None:
-            self.tasks = [t for t in self.tasks if t.split == split]
+        # held-out tasks stay out of training unless asked for: a suite gives its train split
+        self.split = split or (ALL if tasks is not None else "train")
+        self.tasks = (select(list(tasks), self.split, where="the tasks given")
+                      if tasks is not None else load_suite(suite or "demo", self.split))
         self.reward_fn = reward_fn(reward)
         self.max_steps, self.max_seconds = max_steps, max_seconds
         self.max_observation_chars = max_observation_chars

@@ -20,8 +20,10 @@ from typing import Any
 from repogym.agents.progress import make_progress
 from repogym.agents.registry import agent_names
 from repogym.agents.runner import EvalConfig, rerun, run_eval
+from repogym.envs.grading.rewards import REWARDS
 from repogym.scripts.common import table, write_json
-from repogym.tasks.suite import BUILTIN
+from repogym.tasks.schema import SPLITS
+from repogym.tasks.suite import ALL, BUILTIN
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -33,18 +35,24 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--agent-option", action="append", default=[], metavar="KEY=VALUE",
                    help="agent constructor option, repeatable; VALUE is parsed as JSON when it "
                    "can be (e.g. model=gpt-4o-mini, max_steps=20, seed=3)")
-    p.add_argument("--split", default=None, help="only tasks of this split (train/eval/...)")
+    p.add_argument("--split", default="eval", choices=(*SPLITS, ALL),
+                   help="the tasks of this split (default: eval; training tasks measure "
+                   "nothing held out; all: every task)")
     p.add_argument("--task", action="append", default=None, metavar="ID",
                    help="only this instance id (repeatable)")
     p.add_argument("--workers", type=int, default=None,
                    help="episodes at once (default: 1; with --ray: every CPU slot)")
     p.add_argument("--out", default=None, help="run folder (default: runs/SUITE/AGENT)")
-    p.add_argument("--reward", default="binary", help="binary, pass_rate or shaped")
-    p.add_argument("--max-steps", type=int, default=50)
-    p.add_argument("--max-seconds", type=float, default=1800.0)
+    p.add_argument("--reward", default="binary", choices=sorted(REWARDS),
+                   help="the reward function (default: binary; see the README's rewards)")
+    p.add_argument("--max-steps", type=int, default=50,
+                   help="steps per episode before it is cut off (default: 50)")
+    p.add_argument("--max-seconds", type=float, default=1800.0,
+                   help="wall-clock seconds per episode before it is cut off (default: 1800)")
     p.add_argument("--retries", type=int, default=2,
                    help="retries after an infrastructure failure (default: 2)")
-    p.add_argument("--pool-size", type=int, default=0, help="warm containers per image")
+    p.add_argument("--pool-size", type=int, default=0,
+                   help="containers kept started per image in each worker (default: 0)")
     p.add_argument("--no-record", action="store_true", help="write no episode records")
     p.add_argument("--ray", default=None, metavar="ADDRESS",
                    help="run on Ray: local (a private instance), auto (this machine's "
@@ -64,7 +72,7 @@ def run(args: argparse.Namespace) -> int:
         summary = rerun(args.rerun, args.out, progress)
     else:
         if not args.suite:
-            raise SystemExit("repogym eval: give --suite (or --rerun DIR)")
+            raise ValueError("give --suite SUITE (or --rerun DIR)")
         summary = run_eval(config_from_args(args), progress=progress)
     print(format_summary(summary))
     write_json(args.json, summary)
@@ -97,7 +105,7 @@ def parse_options(items: list[str]) -> dict[str, Any]:
     for item in items:
         key, sep, value = item.partition("=")
         if not sep or not key:
-            raise SystemExit(f"repogym eval: --agent-option {item!r}: write KEY=VALUE")
+            raise ValueError(f"--agent-option {item!r}: write KEY=VALUE")
         try:
             options[key] = json.loads(value)
         except json.JSONDecodeError:

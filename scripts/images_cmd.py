@@ -7,7 +7,8 @@ import time
 
 from repogym.scripts.common import progress, table, write_json
 from repogym.tasks.images import ensure_base, ensure_image, image_info, image_tag
-from repogym.tasks.suite import load_suite
+from repogym.tasks.schema import PYTHON_SUITES, SPLITS
+from repogym.tasks.suite import ALL, load_suite
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -15,11 +16,13 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     isub = p.add_subparsers(dest="images_command", metavar="ACTION", required=True)
     b = isub.add_parser("build", help="build (cached) every image the suite needs")
     b.add_argument("--suite", required=True, help="suite name, .jsonl file or folder")
-    b.add_argument("--split", default=None)
+    b.add_argument("--split", default=ALL, choices=(*SPLITS, ALL),
+                   help="only the images of this split's tasks (default: all)")
     b.add_argument("--json", default=None, help="write results as JSON here (- for stdout)")
     b.set_defaults(func=build)
     base = isub.add_parser("base", help="build (cached) the base image for a Python version")
-    base.add_argument("--python", default="3.11")
+    base.add_argument("--python", default="3.11", choices=sorted(PYTHON_SUITES),
+                      help="the Python version of the base (default: 3.11)")
     base.set_defaults(func=build_base)
 
 

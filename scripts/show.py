@@ -31,8 +31,9 @@ def run(args: argparse.Namespace) -> int:
             )
             err = (event.get("info") or {}).get("action_error")
             print(f"\n--- step {event['step']} ({event.get('seconds', 0):.2f} s): {call}")
-            if err:
-                print(f"[action error] {err.splitlines()[0]}")
+            if err:  # the observation says what was wrong: mark it, do not repeat it
+                print("[action error]" + ("" if err.splitlines()[0] in event["observation"]
+                                          else f" {err.splitlines()[0]}"))
             print(_cut(event["observation"], args.width))
         elif kind == "end":
             print(

@@ -2,8 +2,8 @@
 published SWE-bench instances, and write them as a suite folder.
 
 Every run prints one line per candidate tried, a summary with the reasons candidates were
-rejected, and writes ``DIR/tasks.jsonl`` (with the repositories it needs under ``DIR/repos``)
-and ``DIR/report.json`` (the full configuration, every candidate's outcome, the histogram).
+rejected, and writes DIR/tasks.jsonl (with the repositories it needs under DIR/repos) and
+DIR/report.json (the full configuration, every candidate's outcome, the histogram).
 """
 
 from __future__ import annotations
@@ -215,28 +215,22 @@ def run_tasks_add(args: argparse.Namespace) -> int:
     """Runs one ``tasks add``; 0 when at least one task was written."""
     if args.add_source not in SOURCES:
         raise ValueError(f"unknown source {args.add_source!r}; valid: {sorted(SOURCES)}")
-    try:
-        common = SourceOptions(args.max, args.split, args.seed, args.runs)
-        llm = LLMConfig.from_env(args.llm_base_url, args.llm_model)
-        if not getattr(args, "no_validate", False) and not docker_available():
-            raise DockerUnavailable("`tasks add` runs every candidate's tests in containers")
-        with tempfile.TemporaryDirectory(prefix="repogym-add-") as tmp:
-            source, config, repo = SOURCES[args.add_source](args, common, llm, Path(tmp))
-            result = collect(source, common.max_candidates)
-            if repo is not None:
-                repo.keep_only(t.base_commit for t in result.kept)
-            shared = getattr(source, "shares_sources", False)
-            report = _write(args.out, result, not shared, {
-                "source": args.add_source, "options": config, "common": asdict(common),
-                "environment_overrides": asdict(_overrides(args)),
-                "llm": llm.describe() if llm else None, "repogym": __version__,
-            })
-    except ValueError as err:  # a bad flag: say which and how to fix it
-        print(f"error: {err}", file=sys.stderr)
-        return 2
-    except RepogymError as err:
-        print(f"error: {err}", file=sys.stderr)
-        return 1
+    # a bad flag raises ValueError, anything else RepogymError: the command line says which
+    common = SourceOptions(args.max, args.split, args.seed, args.runs)
+    llm = LLMConfig.from_env(args.llm_base_url, args.llm_model)
+    if not getattr(args, "no_validate", False) and not docker_available():
+        raise DockerUnavailable("`tasks add` runs every candidate's tests in containers")
+    with tempfile.TemporaryDirectory(prefix="repogym-add-") as tmp:
+        source, config, repo = SOURCES[args.add_source](args, common, llm, Path(tmp))
+        result = collect(source, common.max_candidates)
+        if repo is not None:
+            repo.keep_only(t.base_commit for t in result.kept)
+        shared = getattr(source, "shares_sources", False)
+        report = _write(args.out, result, not shared, {
+            "source": args.add_source, "options": config, "common": asdict(common),
+            "environment_overrides": asdict(_overrides(args)),
+            "llm": llm.describe() if llm else None, "repogym": __version__,
+        })
     print(f"{args.add_source}: {result.summary()}")
     if result.stopped:
         print(f"stopped early: {result.stopped}", file=sys.stderr)

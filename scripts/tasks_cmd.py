@@ -7,9 +7,12 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict
 
+from repogym.errors import TaskError
 from repogym.scripts.common import progress, table, write_json
+from repogym.scripts.tasks_add import add_tasks_add_parser
 from repogym.tasks.images import ensure_image
-from repogym.tasks.suite import load_suite
+from repogym.tasks.schema import SPLITS
+from repogym.tasks.suite import ALL, load_suite, select
 from repogym.tasks.validate import Validation, validate_task
 
 
@@ -17,30 +20,30 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("tasks", help="validate suites, make tasks from repositories")
     tsub = p.add_subparsers(dest="tasks_command", metavar="ACTION", required=True)
     v = tsub.add_parser("validate", help="gold resolves every task, the empty patch none")
-    v.add_argument("--suite", required=True)
-    v.add_argument("--split", default=None)
+    v.add_argument("--suite", required=True, help="suite name, .jsonl file or suite folder")
+    v.add_argument("--split", default=ALL, choices=(*SPLITS, ALL),
+                   help="only the tasks of this split (default: all)")
     v.add_argument("--runs", type=int, default=2, help="runs per patch (flaky tests show up)")
-    v.add_argument("--workers", type=int, default=2)
-    v.add_argument("--task", action="append", default=None, help="only these instance ids")
+    v.add_argument("--workers", type=int, default=2, help="tasks validated at once (default: 2)")
+    v.add_argument("--task", action="append", default=None, metavar="ID",
+                   help="only this instance id (repeatable)")
     v.add_argument("--json", default=None, help="write results as JSON here (- for stdout)")
     v.set_defaults(func=validate)
     x = tsub.add_parser("export", help="write a suite's tasks in another harness's format")
-    x.add_argument("format", choices=["harbor"])
-    x.add_argument("--suite", required=True)
+    x.add_argument("format", choices=["harbor"], help="the format to write")
+    x.add_argument("--suite", required=True, help="suite name, .jsonl file or suite folder")
     x.add_argument("--out", required=True, help="the folder to write task folders into")
-    x.add_argument("--task", action="append", default=None, help="only these instance ids")
+    x.add_argument("--task", action="append", default=None, metavar="ID",
+                   help="only this instance id (repeatable)")
     x.set_defaults(func=export)
-    try:
-        from repogym.scripts.tasks_add import add_tasks_add_parser
-    except ImportError:
-        return
     add_tasks_add_parser(tsub)
 
 
 def validate(args: argparse.Namespace) -> int:
-    tasks = load_suite(args.suite, args.split)
-    if args.task:
-        tasks = [t for t in tasks if t.instance_id in set(args.task)]
+    tasks = select(load_suite(args.suite), args.split, args.task or (),
+                   where=f"suite {args.suite!r}")
+    if not tasks:
+        raise TaskError(f"suite {args.suite!r} holds no task: nothing to validate.")
     start = time.monotonic()
     for task in {t.repo + t.base_commit: t for t in tasks}.values():
         ensure_image(task, progress=progress)
@@ -78,9 +81,7 @@ def export(args: argparse.Namespace) -> int:
 
     from repogym.tasks.harbor import export_task
 
-    tasks = load_suite(args.suite)
-    if args.task:
-        tasks = [t for t in tasks if t.instance_id in set(args.task)]
+    tasks = select(load_suite(args.suite), ALL, args.task or (), where=f"suite {args.suite!r}")
     out = Path(args.out)
     for task in tasks:
         progress(f"{task.instance_id} -> {export_task(task, out)}")

@@ -9,7 +9,6 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
-import sys
 from typing import Any, get_type_hints
 
 from repogym.agents.ppo.config import TrainConfig
@@ -53,20 +52,12 @@ def config_from_args(args: argparse.Namespace) -> TrainConfig:
 
 def run_train(args: argparse.Namespace) -> int:
     """Runs training; prints a summary line per update and a final JSON summary."""
-    try:
-        config = config_from_args(args)
-    except ValueError as exc:
-        print(f"repogym train: {exc}", file=sys.stderr)
-        return 2
+    config = config_from_args(args)  # a bad value raises ValueError: the command line says
     from repogym.agents.ppo.ppo import train
 
     print(f"repogym train: {config.updates} updates of {config.episodes_per_update} episodes "
           f"on {config.env_id}, model {config.model}, run folder {config.out}", flush=True)
-    try:
-        result = train(config, on_update=lambda m: print(_summary_line(m), flush=True))
-    except (ValueError, FileNotFoundError) as exc:
-        print(f"repogym train: {exc}", file=sys.stderr)
-        return 2
+    result = train(config, on_update=lambda m: print(_summary_line(m), flush=True))
     summary = {
         "run_dir": str(result.run_dir),
         "updates": len(result.metrics),

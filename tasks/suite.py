@@ -6,6 +6,8 @@ import difflib
 import json
 import random
 import shutil
+from collections import Counter
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +20,7 @@ BUILTIN = {
     "demo": Path(__file__).parent / "demo",
     "adversarial": Path(__file__).parent / "adversarial",
 }
+ALL = "all"  # the split name that keeps every task
 
 
 def suite_path(suite: str | Path) -> Path:
@@ -34,6 +37,10 @@ def suite_path(suite: str | Path) -> Path:
 
 
 def load_suite(suite: str | Path, split: str | None = None) -> list[Task]:
+    """Every task of ``suite``, or only those of ``split`` (``None`` or ``"all"``: every one).
+
+    A split that leaves no task raises :class:`TaskError` naming the splits the suite holds.
+    """
     path = suite_path(suite)
     defaults: dict[str, Any] = {}
     if path.is_dir():
@@ -43,15 +50,41 @@ def load_suite(suite: str | Path, split: str | None = None) -> list[Task]:
         if not path.exists():
             raise TaskError(f"{path.parent} has no tasks.jsonl: a suite folder needs one.")
     tasks = [_with_defaults(row, defaults, path.parent) for row in _read_rows(path)]
-    if split is not None:
-        if split not in SPLITS:
-            raise TaskError(f"split={split!r}: use one of {SPLITS}.")
-        tasks = [t for t in tasks if t.split == split]
     ids = [t.instance_id for t in tasks]
     dupes = sorted({i for i in ids if ids.count(i) > 1})
     if dupes:
         raise TaskError(f"{path}: duplicate instance_id {dupes}: make them unique.")
-    return tasks
+    return select(tasks, split, where=f"suite {str(suite)!r}")
+
+
+def select(tasks: list[Task], split: str | None = None, task_ids: Iterable[str] = (),
+           where: str = "the suite") -> list[Task]:
+    """The tasks of ``split`` (``None`` or ``"all"``: every split), then only ``task_ids``
+    when given. Raises :class:`TaskError` saying what there is when nothing would be left."""
+    if split not in (None, ALL) and split not in SPLITS:
+        raise TaskError(f"split={split!r}: use one of {', '.join((*SPLITS, ALL))}.")
+    chosen = tasks if split in (None, ALL) else [t for t in tasks if t.split == split]
+    if tasks and not chosen:
+        held = Counter(t.split for t in tasks)
+        have = ", ".join(f"{name}: {n}" for name, n in sorted(held.items()))
+        raise TaskError(f"{where} has no {split!r} tasks (it holds {have}): choose split "
+                        f"{' or '.join(repr(k) for k in sorted(held))}, or {ALL!r} for every "
+                        "task.")
+    wanted = list(dict.fromkeys(task_ids))
+    if wanted:
+        known = [t.instance_id for t in chosen]
+        for task_id in wanted:
+            if task_id not in known:
+                raise TaskError(_no_such_task(task_id, known, where, split))
+        chosen = [t for t in chosen if t.instance_id in set(wanted)]
+    return chosen
+
+
+def _no_such_task(task_id: str, known: list[str], where: str, split: str | None) -> str:
+    close = difflib.get_close_matches(task_id, known, n=5, cutoff=0.3)
+    among = "" if split in (None, ALL) else f" among its {split!r} tasks"
+    return (f"no task {task_id!r} in {where}{among}; close matches: "
+            f"{', '.join(close) if close else 'none'}.")
 
 
 def _read_rows(path: Path) -> list[dict[str, Any]]:
@@ -88,8 +121,8 @@ def pick(tasks: list[Task], task_id: str | None, rng: random.Random) -> Task:
     for task in tasks:
         if task.instance_id == task_id:
             return task
-    close = difflib.get_close_matches(task_id, [t.instance_id for t in tasks], n=5, cutoff=0.3)
-    raise TaskError(f"no task {task_id!r} in this suite; close matches: {close or 'none'}.")
+    raise TaskError(_no_such_task(task_id, [t.instance_id for t in tasks], "this env's tasks",
+                                  None))
 
 
 def write_suite(tasks: list[Task], out_dir: Path, copy_sources: bool = True) -> Path:

@@ -131,6 +131,11 @@ def is_git_source(path: Path) -> bool:
     return path.is_file() or (path / ".git").exists() or (path / "HEAD").is_file()
 
 
+def _is_bundle(path: Path) -> bool:
+    with path.open("rb") as f:
+        return f.read(20).startswith((b"# v2 git bundle", b"# v3 git bundle"))
+
+
 def repo_name(path: Path) -> str:
     """``owner/name`` from the origin remote when it has one, else the folder's name."""
     if is_git_source(path) and path.is_dir():
@@ -167,6 +172,9 @@ class WorkRepo:
             raise TaskError(f"{source} does not exist: pass a repository or folder path.")
         if dest.exists():
             raise TaskError(f"{dest} already exists; choose an empty work folder.")
+        if source.is_file() and not _is_bundle(source):
+            raise TaskError(f"{source} is a file but no git bundle: pass a repository, a bundle "
+                            "(git bundle create) or a folder.")
         name = name or repo_name(source)
         if is_git_source(source):
             run_git(dest.parent, "clone", "--quiet", "--no-hardlinks", str(source.resolve()),

@@ -66,9 +66,11 @@ def test_truncation_auto_follows_the_critic() -> None:
 
 
 def test_invalid_config_from_the_command_line_exits_2(capsys: pytest.CaptureFixture[str]) -> None:
-    args = parse(["--advantage", "grpo"])
-    assert args.func(args) == 2
-    assert "group_size" in capsys.readouterr().err
+    from repogym.scripts.cli import main
+
+    assert main(["train", "--advantage", "grpo"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("repogym: error: ") and "group_size" in err
 
 
 def test_repogym_train_help_lists_the_flags(capsys: pytest.CaptureFixture[str]) -> None:

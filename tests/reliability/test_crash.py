@@ -33,7 +33,7 @@ MID_EPISODE = textwrap.dedent("""
     import sys, time
     import gymnasium as gym
     import repogym
-    env = gym.make("repogym/SWE-v0", suite="demo")
+    env = gym.make("repogym/SWE-v0", suite="demo", split="eval")
     env.reset(seed=0, options={"task_id": "demo__minicalc-1"})
     env.step({"tool": "bash", "command": "echo working > notes.txt"})
     print("READY", flush=True)

@@ -49,8 +49,8 @@ def test_a_restart_mid_eval_is_retried_not_scored(engine: SecondEngine, tmp_path
     task = next(t for t in load_suite("demo") if t.instance_id == TASKS[0])
     engine.load(ensure_image(task, progress=lambda _m: None).tag)
     out = tmp_path / "run"
-    cmd = repogym_cmd("eval", "--suite", "demo", "--agent", "gold", "--workers", "2",
-                      "--retries", "4", "--out", str(out), "--quiet",
+    cmd = repogym_cmd("eval", "--suite", "demo", "--split", "all", "--agent", "gold",
+                      "--workers", "2", "--retries", "4", "--out", str(out), "--quiet",
                       *[arg for t in TASKS for arg in ("--task", t)])
     proc = subprocess.Popen(cmd, cwd=REPO_ROOT, env=child_env(DOCKER_HOST=engine.host),
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)

@@ -28,8 +28,8 @@ SLACK = 4.0  # what a step may take beyond it (the harness's own commands, a bus
 
 @pytest.fixture(scope="module")
 def env() -> Iterator[Any]:
-    made = gym.make("repogym/SWE-v0", suite="demo", bash_timeout=TIMEOUT, max_steps=200,
-                    pool_size=1)
+    made = gym.make("repogym/SWE-v0", suite="demo", split="eval", bash_timeout=TIMEOUT,
+                    max_steps=200, pool_size=1)
     yield made
     made.close()
 

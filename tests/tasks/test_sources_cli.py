@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from repogym.scripts.cli import main
 from repogym.scripts.tasks_add import add_tasks_add_parser, run_tasks_add
 from repogym.tasks.schema import Task
 from repogym.tasks.sources import mutate
@@ -50,12 +51,15 @@ def test_flags_of_every_source(tmp_path: Path) -> None:
 
 def test_bad_values_say_what_to_change(tmp_path: Path, capsys: pytest.CaptureFixture[str]
                                        ) -> None:
-    assert run_tasks_add(parse("git", str(tmp_path), "--out", str(tmp_path), "--max", "0")) == 2
-    assert "--max 0" in capsys.readouterr().err
-    args = parse("swebench", str(tmp_path / "none.json"), "--repos", str(tmp_path), "--env",
-                 str(tmp_path), "--out", str(tmp_path / "o"), "--no-validate")
-    assert run_tasks_add(args) == 2
-    assert "does not exist" in capsys.readouterr().err
+    assert main(["tasks", "add", "git", str(tmp_path), "--out", str(tmp_path), "--max",
+                 "0"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("repogym: error: ") and "--max 0" in err
+    assert main(["tasks", "add", "swebench", str(tmp_path / "none.json"), "--repos",
+                 str(tmp_path), "--env", str(tmp_path), "--out", str(tmp_path / "o"),
+                 "--no-validate"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("repogym: error: ") and "does not exist" in err
 
 
 def _mirror(root: Path) -> str:

@@ -1,0 +1,134 @@
+"""The command line's start-up and its one error style: `repogym: error: ...`, a non-zero exit,
+no traceback. None of these needs a Docker engine."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from repogym.scripts import cli
+from repogym.scripts.cli import main
+
+HEAVY = ("gymnasium", "docker", "swebench", "datasets", "numpy", "torch")
+
+
+def python(code: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=120, cwd=cwd)
+
+
+def error_of(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str]:
+    code = main(argv)
+    err = capsys.readouterr().err
+    assert err.startswith("repogym: error: ") and "Traceback" not in err, err
+    assert err.count("\n") == 1, err  # one line
+    return code, err
+
+
+def test_help_and_version_import_nothing_heavy() -> None:
+    code = ("import sys\nfrom repogym.scripts.cli import build_parser\n"
+            "for argv in (['--help'], ['--version']):\n"
+            "    try:\n        build_parser(argv).parse_args(argv)\n"
+            "    except SystemExit:\n        pass\n"
+            f"print(sorted(m for m in sys.modules if m.split('.')[0] in {HEAVY!r}))")
+    done = python(code)
+    assert done.returncode == 0, done.stderr
+    assert "COMMAND" in done.stdout and "eval" in done.stdout
+    assert done.stdout.strip().splitlines()[-1] == "[]", done.stdout
+
+
+def test_every_command_is_listed_and_its_parser_loads() -> None:
+    for name in cli.COMMANDS:
+        parser = cli.build_parser([name])
+        with pytest.raises(SystemExit) as exited:
+            parser.parse_args([name, "--help"])
+        assert exited.value.code == 0
+
+
+def test_gymnasium_registration_works_in_either_import_order() -> None:
+    for first, second in (("repogym", "gymnasium"), ("gymnasium", "repogym")):
+        done = python(f"import sys, {first}, {second}\n"
+                      "assert 'repogym/SWE-v0' in gymnasium.registry\n"
+                      "print(gymnasium.__spec__.loader.__class__.__name__)")
+        assert done.returncode == 0, done.stderr
+        assert done.stdout.strip() == "SourceFileLoader"  # the module keeps its own loader
+    done = python("import sys, repogym\nprint('gymnasium' in sys.modules)")
+    assert done.stdout.strip() == "False", done.stderr
+
+
+def test_unknown_agent(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    code, err = error_of(["eval", "--suite", "demo", "--agent", "nosuchagent", "--out",
+                          str(tmp_path / "run")], capsys)
+    assert code == 2 and "unknown agent 'nosuchagent'" in err and "gold" in err
+    assert not (tmp_path / "run").exists()
+
+
+def test_show_on_what_is_no_record(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    code, err = error_of(["show", str(tmp_path / "missing.jsonl")], capsys)
+    assert code == 2 and "does not exist" in err
+    (tmp_path / "results.jsonl").write_text(json.dumps({"instance_id": "a"}) + "\n")
+    code, err = error_of(["show", str(tmp_path / "results.jsonl")], capsys)
+    assert code == 2 and "is a results file" in err
+    (tmp_path / "notes.txt").write_text("hello\n")
+    code, err = error_of(["show", str(tmp_path / "notes.txt")], capsys)
+    assert code == 2 and "line 1 is not JSON" in err
+    (tmp_path / "blob.bin").write_bytes(b"\xff\xfe\x00")
+    assert error_of(["show", str(tmp_path / "blob.bin")], capsys)[0] == 2
+    code, err = error_of(["show", str(tmp_path)], capsys)
+    assert code == 2 and "is a folder" in err
+
+
+def test_validate_and_eval_on_a_task_or_split_that_is_not_there(
+        capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    code, err = error_of(["tasks", "validate", "--suite", "demo", "--task", "NO_SUCH_ID"], capsys)
+    assert code == 1 and "no task 'NO_SUCH_ID'" in err
+    code, err = error_of(["tasks", "validate", "--suite", "demo", "--task", "demo__textkit-1x"],
+                         capsys)
+    assert "close matches: demo__textkit-1" in err
+    code, err = error_of(["eval", "--suite", "adversarial", "--agent", "hacker", "--out",
+                          str(tmp_path / "a")], capsys)
+    assert code == 1 and "no 'eval' tasks (it holds adversarial: 84)" in err
+    code, err = error_of(["eval", "--suite", "demo", "--task", "demo__textkit-5", "--out",
+                          str(tmp_path / "b")], capsys)  # a train task
+    assert "among its 'eval' tasks" in err
+    code, err = error_of(["images", "build", "--suite", str(tmp_path / "nope")], capsys)
+    assert code == 1 and "neither a built-in suite" in err
+
+
+def test_bad_flags_and_files(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    assert error_of(["eval"], capsys)[0] == 2
+    assert error_of(["eval", "--suite", "demo", "--agent-option", "x"], capsys)[0] == 2
+    assert "holds no config.json" in error_of(["eval", "--rerun", str(tmp_path)], capsys)[1]
+    (tmp_path / "preds.jsonl").write_text("garbage\n")
+    code, err = error_of(["eval", "--suite", "demo", "--predictions",
+                          str(tmp_path / "preds.jsonl"), "--out", str(tmp_path / "p")], capsys)
+    assert "neither JSON nor JSON Lines" in err
+    (tmp_path / "file").write_text("x")
+    code, err = error_of(["tasks", "add", "synthetic", str(tmp_path / "file"), "--out",
+                          str(tmp_path / "o")], capsys)
+    assert "no git bundle" in err
+    assert error_of(["bench", "--only", "warp"], capsys)[0] == 2
+
+
+def test_unexpected_errors_are_one_line_unless_debugging(
+        capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    def broken(_args: object) -> int:
+        raise KeyError("boom")
+
+    monkeypatch.setattr("repogym.scripts.show.run", broken)
+    code, err = error_of(["show", "x"], capsys)
+    assert code == 1 and "unexpected KeyError: 'boom'" in err and "REPOGYM_DEBUG=1" in err
+    monkeypatch.setenv("REPOGYM_DEBUG", "1")
+    assert main(["show", "x"]) == 1
+    assert "Traceback" in capsys.readouterr().err
+
+
+def test_the_console_script_prints_no_traceback(tmp_path: Path) -> None:
+    done = subprocess.run([sys.executable, "-m", "repogym", "show", str(tmp_path / "x.jsonl")],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2 and done.stdout == ""
+    assert done.stderr.startswith("repogym: error: ") and "Traceback" not in done.stderr

@@ -1,0 +1,72 @@
+"""Training and held-out tasks do not mix unless asked: the env draws a suite's train split,
+`repogym eval` its eval split, and a split a suite lacks is an error that names what it has."""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import replace
+
+import gymnasium as gym
+import pytest
+
+import repogym  # noqa: F401 - registers the env
+from repogym.agents.runner import EvalConfig, select_tasks
+from repogym.errors import TaskError
+from repogym.scripts.cli import build_parser
+from repogym.scripts.eval_cmd import config_from_args
+from repogym.tasks.schema import Task
+from repogym.tasks.suite import load_suite, select
+
+
+def test_the_demo_suite_holds_both_splits() -> None:
+    assert Counter(t.split for t in load_suite("demo")) == {"eval": 10, "train": 5}
+    assert {t.split for t in load_suite("adversarial")} == {"adversarial"}
+
+
+def test_env_draws_only_train_tasks_from_a_suite_by_default() -> None:
+    env = gym.make("repogym/SWE-v0", suite="demo")  # starts no container
+    try:
+        assert env.unwrapped.split == "train"
+        assert {t.split for t in env.unwrapped.tasks} == {"train"}
+        assert len(env.unwrapped.tasks) == 5
+    finally:
+        env.close()
+    for split, n in (("eval", 10), ("all", 15)):
+        env = gym.make("repogym/SWE-v0", suite="demo", split=split)
+        assert len(env.unwrapped.tasks) == n
+        env.close()
+
+
+def test_a_suite_without_train_tasks_says_which_splits_it_has() -> None:
+    with pytest.raises(TaskError, match=r"no 'train' tasks \(it holds adversarial: 84\).*"
+                                        r"'adversarial', or 'all'"):
+        gym.make("repogym/SWE-v0", suite="adversarial")
+    with pytest.raises(TaskError, match="use one of train, eval, adversarial, all"):
+        load_suite("demo", "test")
+
+
+def test_tasks_given_are_used_as_they_are_unless_a_split_is_named(toy_task: Task) -> None:
+    trained = replace(toy_task, instance_id="toy__calc-2", split="train")
+    env = gym.make("repogym/SWE-v0", tasks=[toy_task, trained])
+    assert len(env.unwrapped.tasks) == 2
+    env.close()
+    env = gym.make("repogym/SWE-v0", tasks=[toy_task, trained], split="train")
+    assert [t.instance_id for t in env.unwrapped.tasks] == ["toy__calc-2"]
+    env.close()
+
+
+def test_eval_runs_the_eval_split_by_default() -> None:
+    args = build_parser(["eval"]).parse_args(["eval", "--suite", "demo", "--agent", "null"])
+    config = config_from_args(args)
+    assert config.split == "eval"  # written to config.json as it is
+    assert {t.split for t in select_tasks(config)} == {"eval"}
+    assert len(select_tasks(EvalConfig(suite="demo", agent="null"))) == 10
+    assert len(select_tasks(EvalConfig(suite="demo", agent="null", split="all"))) == 15
+
+
+def test_select_by_id_names_close_matches() -> None:
+    tasks = load_suite("demo")
+    assert [t.instance_id for t in select(tasks, "all", ["demo__textkit-5"])] == [
+        "demo__textkit-5"]
+    with pytest.raises(TaskError, match="among its 'eval' tasks; close matches: demo__textkit"):
+        select(tasks, "eval", ["demo__textkit-5"])
