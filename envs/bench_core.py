@@ -99,16 +99,12 @@ def wait_for(predicate: Callable[[], bool], seconds: float = 60.0, what: str = "
 
 
 def ready_count(env: gym.Env[Any, Any], role: str = "agent") -> int:
-    """Containers the env's pool holds ready for its image.
-
-    ``SandboxPool`` has no public count yet; this reads its queue (see the bench report).
-    """
+    """Containers the env's pool holds ready for its image."""
     base = env.unwrapped
     pool, image = getattr(base, "pool", None), getattr(base, "image", None)
     if pool is None or image is None:
         return 0
-    ready = pool._ready.get((image.tag, role))  # noqa: SLF001 - no public count exists
-    return 0 if ready is None else int(ready.qsize())
+    return int(pool.ready_count(image.tag, role))
 
 
 def ms(seconds: list[float]) -> list[float]:

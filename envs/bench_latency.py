@@ -177,14 +177,45 @@ def _bare_starts(ctx: Context, n: int) -> list[float]:
     return times
 
 
+def _default_resets(ctx: Context, n: int) -> tuple[list[float], list[float], str]:
+    """The settings a user gets without arguments: ``n`` resets after an episode that lasts
+    as long as the in-place reset of the last container takes (any agent's does), then ``n``
+    back to back (one step between resets), where each reset waits for that in-place reset."""
+    env = make_env(ctx)  # the suite's task and nothing else
+    paced: list[float] = []
+    tight: list[float] = []
+    try:
+        env.reset(seed=0)
+        pool = env.unwrapped.pool
+        for _ in range(n):
+            _dirty(env)
+            wait_for(lambda: ready_count(env) >= 1, what="the default pool's spare container")
+            paced.append(timed(lambda: env.reset(seed=0))[0])
+        for _ in range(n):
+            _dirty(env)
+            tight.append(timed(lambda: env.reset(seed=0))[0])
+        stats = pool.stats
+        note = (f"{stats['hits']} from the pool ({stats['waited']} after waiting for one), "
+                f"{stats['misses']} started")
+    finally:
+        close_env(ctx, env)
+    return paced, tight, note
+
+
 def reset_latency(ctx: Context, n: int) -> list[Row]:
-    ctx.progress(f"reset latency: {n} resets from a warm pool, {n} with a fresh container")
+    ctx.progress(f"reset latency: {n} resets from a warm pool, {n} with a fresh container, "
+                 f"{2 * n} with the default settings")
     warm, refills, note = _warm_resets(ctx, n)
     fresh = _fresh_resets(ctx, n)
     bare = _bare_starts(ctx, n)
+    default, tight, default_note = _default_resets(ctx, n)
     rows = [
         row("reset.warm", "env.reset(), warm pool (pool_size=1, reuse_containers)", "ms", ms(warm),
             note),
+        row("reset.default", "env.reset(), default settings (gym.make with the task only)", "ms",
+            ms(default), default_note),
+        row("reset.default_back_to_back", "env.reset() one step after the last, default "
+            "settings (waits for the last container's in-place reset)", "ms", ms(tight)),
         row("reset.fresh", "env.reset(), fresh container (pool_size=0, no reuse)", "ms",
             ms(fresh)),
         row("reset.bare_run", "docker-py containers.run (bare: no limits, no shell)", "ms",
@@ -193,6 +224,7 @@ def reset_latency(ctx: Context, n: int) -> list[Row]:
             ms(refills)),
     ]
     rows = compare(rows, "reset.fresh", "reset.warm")
+    rows = compare(rows, "reset.default_back_to_back", "reset.default")
     return compare(rows, "reset.bare_run", "reset.warm")
 
 

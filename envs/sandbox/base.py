@@ -134,8 +134,14 @@ class SandboxConfig:
             )
 
 
+_process_runs: dict[int, str] = {}
+
+
 def default_run_id() -> str:
-    return os.environ.get("REPOGYM_RUN_ID") or uuid.uuid4().hex[:8]
+    """``REPOGYM_RUN_ID``, or one id per process: the envs of one process are one run (and may
+    share their pool of containers)."""
+    return os.environ.get("REPOGYM_RUN_ID") or _process_runs.setdefault(os.getpid(),
+                                                                        uuid.uuid4().hex[:8])
 
 
 @runtime_checkable

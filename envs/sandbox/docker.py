@@ -6,6 +6,7 @@ import base64
 import io
 import os
 import shlex
+import socket
 import tarfile
 import threading
 import time
@@ -185,6 +186,18 @@ class DockerSandbox:
             raw = api.exec_start(exec_id, socket=True)
         return Shell(SocketTransport(raw, self.container, self.user), self.config.output_limit,
                      reap_strays=True)
+
+    def hand_over_shell(self) -> tuple[socket.socket, int, str | None]:
+        """The shell's socket, pid and working folder, for another process to speak to it.
+
+        This object stops speaking to the shell (it keeps the socket open until the caller
+        closes it); the next in-place reset starts a new shell.
+        """
+        if self._shell is None or not isinstance(self._shell.transport, SocketTransport):
+            raise SandboxError(f"{self.name} has no shell to hand over")
+        shell, self._shell = self._shell, None
+        assert isinstance(shell.transport, SocketTransport)
+        return shell.transport.sock, shell.pid, shell.cwd
 
     def restart_shell(self) -> None:
         """A fresh shell in the repository root (after an in-place reset)."""

@@ -119,6 +119,17 @@ def track(key: str, closer: Callable[[], None]) -> None:
             _install_signal_handlers()
 
 
+def _forget_after_fork() -> None:
+    """A forked child (a vector env worker, a process pool) must not remove its parent's
+    containers when it exits or is terminated."""
+    global _lock
+    _lock = threading.Lock()
+    _live.clear()
+
+
+os.register_at_fork(after_in_child=_forget_after_fork)
+
+
 def untrack(key: str) -> None:
     with _lock:
         _live.pop(key, None)

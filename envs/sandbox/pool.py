@@ -50,9 +50,9 @@ echo RESET_OK
 class SandboxPool:
     """Started containers per (image, role); ``size`` kept ready for each.
 
-    A container being reset counts as ready: ``acquire`` waits for it (a reset takes a fraction
-    of a second) rather than starting another one, and the background filler does not start
-    one in its place.
+    A container being reset or being started by the filler counts as ready: ``acquire`` waits
+    for it (a reset takes a fraction of a second) rather than starting another one, and the
+    background filler does not start one in its place.
     """
 
     RECYCLE_WAIT = 60.0
@@ -64,6 +64,8 @@ class SandboxPool:
         self.sizes = {"agent": size, "grader": grader_size}
         self._ready: dict[tuple[str, str], queue.Queue[DockerSandbox]] = defaultdict(queue.Queue)
         self._resetting: dict[tuple[str, str], int] = defaultdict(int)
+        self._starting: dict[tuple[str, str], int] = defaultdict(int)
+        self._waiting: dict[tuple[str, str], int] = defaultdict(int)
         self._configs: dict[tuple[str, str], dict[str, Any]] = {}
         self._lock = threading.Lock()
         self._changed = threading.Condition()
@@ -73,7 +75,10 @@ class SandboxPool:
         # what to start in a new container of a role before it is handed out (the grader's
         # warm pytest); a failure there discards the container
         self.on_start: dict[str, Callable[[DockerSandbox], None]] = {}
-        self.stats = {"hits": 0, "misses": 0, "reused": 0, "discarded": 0, "errors": 0}
+        # hits: handed out without a start (waited: of them, after waiting for a reset or a
+        # start); misses: started for the caller
+        self.stats = {"hits": 0, "misses": 0, "waited": 0, "reused": 0, "discarded": 0,
+                      "errors": 0}
         self.errors: list[str] = []
 
     def _new(self, key: tuple[str, str]) -> DockerSandbox:
@@ -99,35 +104,63 @@ class SandboxPool:
                 raise
         return box
 
-    def acquire(self, image: str, role: str = "agent", **overrides: Any) -> DockerSandbox:
+    def acquire(self, image: str, role: str = "agent", returning: Any = None,
+                **overrides: Any) -> DockerSandbox:
+        """A ready container of ``image`` (started now when none is ready or on its way).
+
+        ``returning`` is the caller's used container, handed back in the same call. Where
+        spares are kept it goes back first: its reset then counts as a place being filled, so
+        the filler starts nothing in its stead, and the spare is taken at once. Without spares
+        it goes back last, so that this call starts a container instead of waiting for it.
+        """
         key = (image, role)
         if overrides:
             self._configs[key] = {**self._configs.get(key, {}), **overrides}
+        first = returning is not None and self.sizes.get(role, 0) > 0
+        if first:
+            self.release(returning)
+        try:
+            return self._hand_out(key)
+        finally:
+            if returning is not None and not first:
+                self.release(returning)
+
+    def _hand_out(self, key: tuple[str, str]) -> DockerSandbox:
         box = self._take(key)
         self.stats["hits" if box is not None else "misses"] += 1
-        if role != "grader":
+        if box is not None and not box.alive():
+            box.close()
+            box = None
+        if box is None:
+            box = self._new(key)  # before the refill: two starts at once slow both
+        if key[1] != "grader":
             # a grading container is busy for a second: its replacement starts when it comes
             # back, instead of competing with it for the engine and the CPUs
             self._refill(key)
-        if box is not None:
-            if box.alive():
-                return box
-            box.close()
-        return self._new(key)
+        return box
 
     def _take(self, key: tuple[str, str]) -> DockerSandbox | None:
         """A ready container, waiting for one being reset if there is one."""
         deadline = time.monotonic() + self.RECYCLE_WAIT
+        waited = False
         with self._changed:
             while True:
                 try:
-                    return self._ready[key].get_nowait()
+                    box = self._ready[key].get_nowait()
+                    self.stats["waited"] += waited
+                    return box
                 except queue.Empty:
                     pass
                 left = deadline - time.monotonic()
-                if not self._resetting[key] or left <= 0 or self._closed:
+                coming = self._resetting[key] + self._starting[key]
+                if not coming or left <= 0 or self._closed:
                     return None
-                self._changed.wait(left)
+                waited = True
+                self._waiting[key] += 1
+                try:
+                    self._changed.wait(left)
+                finally:
+                    self._waiting[key] -= 1
 
     def _put(self, key: tuple[str, str], box: DockerSandbox) -> None:
         with self._changed:
@@ -166,9 +199,8 @@ class SandboxPool:
     def _recycle(self, box: DockerSandbox) -> None:
         key = (box.config.image, box.config.role)
         try:
-            if self._reusable(key) and reset_in_place(box) and not self._closed:
+            if self._reusable(key) and reset_in_place(box) and self._keep(key, box):
                 self.stats["reused"] += 1
-                self._put(key, box)
                 return
             self._discard(box)
         except RepogymError as exc:
@@ -181,8 +213,19 @@ class SandboxPool:
             self._refill(key)  # a discarded container leaves a place to fill
 
     def _reusable(self, key: tuple[str, str]) -> bool:
-        return (self.reuse and not self._closed and key[1] == "agent"
-                and self._ready[key].qsize() < max(self.size, 1))
+        return self.reuse and not self._closed and key[1] == "agent"
+
+    def _keep(self, key: tuple[str, str], box: DockerSandbox) -> bool:
+        """Puts a reset container back unless the pool already holds enough: ``size`` ready
+        (at least one) beyond the callers waiting for one. Decided once the reset is done, so
+        a spare about to be taken does not cost the container coming back."""
+        with self._changed:
+            room = max(self.size, 1) + self._waiting[key]
+            if self._closed or self._ready[key].qsize() >= room:
+                return False
+            self._ready[key].put(box)
+            self._changed.notify_all()
+            return True
 
     def _failed(self, exc: RepogymError) -> None:
         """A background thread's failure, kept for the owner (threads have no caller)."""
@@ -205,15 +248,37 @@ class SandboxPool:
     def _fill(self, key: tuple[str, str]) -> None:
         while (not self._closed and self._ready[key].qsize() + self._resetting[key]
                < self.sizes.get(key[1], 0)):
+            with self._changed:
+                self._starting[key] += 1
             try:
                 box = self._new(key)
             except RepogymError as exc:
                 self._failed(exc)  # acquire() starts one itself and raises what it hits
                 return
+            finally:
+                with self._changed:
+                    self._starting[key] -= 1
+                    self._changed.notify_all()
             if self._closed:
                 box.close()
                 return
             self._put(key, box)
+
+    def ready_count(self, image: str, role: str = "agent") -> int:
+        """Containers of ``image`` ready to hand out now (not those being reset or started)."""
+        ready = self._ready.get((image, role))
+        return 0 if ready is None else ready.qsize()
+
+    def counts(self) -> dict[str, int]:
+        """Containers held, over every image and role: ready, being reset, being started."""
+        with self._changed:
+            return {"ready": sum(q.qsize() for q in self._ready.values()),
+                    "resetting": sum(self._resetting.values()),
+                    "starting": sum(self._starting.values())}
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
 
     def warm(self, image: str, role: str = "agent", **overrides: Any) -> None:
         """Starts filling the pool for ``image`` before the first ``acquire``."""

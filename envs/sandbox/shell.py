@@ -233,8 +233,17 @@ class Shell:
         self.transport = transport
         self.output_limit = output_limit
         self.reap_strays = reap_strays
-        self.pid = self._handshake(start_timeout)
+        self.pid = self._handshake(start_timeout) if start_timeout > 0 else 0
         self.cwd: str | None = None
+
+    @classmethod
+    def adopt(cls, transport: Transport, output_limit: int, pid: int, cwd: str | None,
+              reap_strays: bool = False) -> Shell:
+        """A shell that another process started (and did the handshake with), taken over with
+        its stream: the two never speak to it at the same time."""
+        shell = cls(transport, output_limit, start_timeout=0, reap_strays=reap_strays)
+        shell.pid, shell.cwd = pid, cwd
+        return shell
 
     def _handshake(self, timeout: float) -> int:
         self.transport.send(PRELUDE.replace("{reap}", str(int(self.reap_strays))).encode())

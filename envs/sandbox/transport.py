@@ -69,6 +69,10 @@ class SocketTransport:
         self._container = container
         self._user = user
 
+    @property
+    def sock(self) -> socket.socket:
+        return self._sock
+
     def send(self, data: bytes) -> None:
         try:
             self._sock.sendall(data)

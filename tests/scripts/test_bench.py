@@ -102,6 +102,8 @@ MEASURED = [
     "startup.python", "startup.help",
     "step.repogym.true", "step.shell.true", "step.docker_exec.true", "step.exec_run.true",
     "step.repogym.ls", "reset.warm", "reset.fresh", "reset.bare_run", "reset.refill",
+    "reset.default", "reset.default_back_to_back", "vector.sync.containers",
+    "vector.async.containers", "vector.async.reset",
     "grade.pytest", "grade.plain", "grade.test_cmd", "grade.submit", "grade.overhead",
     "grade.over_summary", "grade.harness",
     "grade.cold",
@@ -126,7 +128,9 @@ def test_quick_bench_measures_every_section(tmp_path: Path,
         assert rows[key]["vs"] == vs and rows[key]["ratio"] > 0
     assert rows["grade.submit"]["note"] == "gold patch resolved 1/1"
     assert rows["memory.container"]["stat"]["median"] > 0
-    assert {t["row"] for t in result["targets"]} >= {"step.repogym.true", "reset.fresh"}
+    assert {t["row"] for t in result["targets"]} >= {"step.repogym.true", "reset.fresh",
+                                                      "reset.default"}
+    assert rows["vector.async.containers"]["stat"]["median"] <= 2 + 2  # N=2: N + spare + grader
     printed = capsys.readouterr().out
     assert "p10-p90" in printed and "steps/s, 2 env(s)" in printed
 
