@@ -12,13 +12,7 @@ import gymnasium as gym
 from repogym.envs import pooling
 from repogym.envs.actions import HOW_TO_CALL, parse_action
 from repogym.envs.grading.grader import GraderConfig, GradingReport
-from repogym.envs.grading.rewards import (
-    RewardFn,
-    components,
-    function_source,
-    reward_fn,
-    similarity,
-)
+from repogym.envs.grading.rewards import RewardFn, components, reward_fn, task_similarity
 from repogym.envs.record import EpisodeRecorder, versions
 from repogym.envs.sandbox.base import Sandbox, SandboxConfig
 from repogym.envs.sandbox.pool import SandboxPool
@@ -327,11 +321,12 @@ class SWEEnv(gym.Env[str, Any]):
         ref = self.task.reference if self.task else None
         if not ref or not ref.get("source") or not ref.get("file") or self.sandbox is None:
             return None
+        assert self.task is not None
         try:
             text = self.sandbox.read_file(ref["file"]).decode("utf-8", errors="replace")
         except (OSError, SandboxError):
             return 0.0
-        return similarity(ref["source"], function_source(text, ref.get("qualname", "")))
+        return task_similarity(self.task, text)
 
     def _record_step(self, action: Any, parsed: dict[str, Any] | None, obs: str, reward: float,
                      terminated: bool, truncated: bool, info: dict[str, Any],

@@ -7,6 +7,7 @@ same tree always gives the same commit id.
 
 from __future__ import annotations
 
+import functools
 import os
 import shutil
 import subprocess
@@ -75,6 +76,35 @@ def export_tree(source: str | Path, commit: str | None, dest: Path) -> None:
             ["git", "archive", "--format=tar", target], cwd=repo, capture_output=True, check=True
         ).stdout
         subprocess.run(["tar", "-x", "-C", str(dest)], input=archive, check=True)
+
+
+@functools.lru_cache(maxsize=256)
+def read_at(source: str, commit: str | None, path: str) -> str | None:
+    """The text of ``path`` in ``source`` at ``commit`` (as :func:`export_tree` would write it),
+    or None when it is not there or not UTF-8. Read on the host: nothing in a container can
+    change it."""
+    src = Path(source)
+    if not src.exists():
+        return None
+    if not (src.is_file() or (src / ".git").exists() or (src / "HEAD").is_file()):
+        file = src / path
+        try:
+            return file.read_text(encoding="utf-8") if file.is_file() else None
+        except UnicodeDecodeError:
+            return None
+    with tempfile.TemporaryDirectory(prefix="repogym-read-") as tmp:
+        repo = src
+        if src.is_file():  # a bundle: git reads it only by cloning
+            git(tmp, "clone", "--quiet", "--bare", str(src.resolve()), "repo")
+            repo = Path(tmp) / "repo"
+        proc = subprocess.run(["git", "show", f"{commit or 'HEAD'}:{path}"], cwd=repo,
+                              capture_output=True)
+    if proc.returncode != 0:
+        return None
+    try:
+        return proc.stdout.decode("utf-8")
+    except UnicodeDecodeError:
+        return None
 
 
 def snapshot(tree: Path) -> str:

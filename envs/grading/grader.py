@@ -55,6 +55,7 @@ class GradingReport:
     f2p_pass_rate: float = 0.0
     p2p_pass_rate: float = 0.0
     stripped: dict[str, str] = field(default_factory=dict)
+    changed: list[str] = field(default_factory=list)  # paths the applied patch touches
     flags: list[str] = field(default_factory=list)
     invalid_reasons: list[str] = field(default_factory=list)
     canaries: dict[str, str] = field(default_factory=dict)
@@ -204,7 +205,7 @@ class _Run:
             r.log_tail = staged.apply_log[-2000:]
             stripped = {}
         else:
-            self.changed = predicted
+            self.changed = r.changed = list(predicted)
             unseen = sorted(set(staged.container_paths) - set(predicted))
             if unseen:
                 r.invalidate(f"the grading container's git reads paths the host did not: "

@@ -6,13 +6,17 @@ Components (all in ``info["reward_components"]``):
   passing, in a valid run.
 - ``f2p_pass_rate``, ``p2p_pass_rate``: fractions of those lists (0 when the run is invalid).
 - ``patch_applied`` (0/1), ``compiles`` (0/1: changed Python files compile and, when the agent
-  changed a package, it still imports).
+  changed a package, it still imports). Both are 0 when nothing of the agent's patch is kept
+  (an empty patch, one that does not apply, or one whose every path was stripped): doing
+  nothing earns nothing.
 - ``tests_tampered``: how many changed paths were stripped as tampering.
 - ``invalid`` (0/1): the run was invalid (canary, exit status, disagreeing reports, timeout).
-- ``similarity`` (0..1, replication and synthetic tasks): see :func:`similarity`.
+- ``similarity`` (0..1, replication and synthetic tasks): see :func:`similarity`; 0 for the
+  code the task starts from (a stub, the planted bug) and for an empty patch.
 - ``agreement`` (0..1, replication tasks with recorded cases): the mean over the removed
   functions of the share of inputs on which the candidate does what the reference did (see
-  :mod:`repogym.envs.grading.differential`); per-function values in ``info["grading"]``.
+  :mod:`repogym.envs.grading.differential`); per-function values in ``info["grading"]``; 0
+  for an empty patch.
 - ``n_steps``: steps the agent took.
 
 Reward functions, chosen with ``gym.make(..., reward=NAME)`` or given as a callable over the
@@ -33,6 +37,8 @@ from collections.abc import Callable
 from typing import Any
 
 from repogym.envs.grading.grader import GradingReport
+from repogym.tasks.repo import read_at
+from repogym.tasks.schema import Task
 
 Components = dict[str, float]
 RewardFn = Callable[[Components], float]
@@ -48,21 +54,30 @@ SHAPED_WEIGHTS = {
 
 
 def components(report: GradingReport, n_steps: int, similarity: float | None) -> Components:
+    acted = kept_change(report)
     out: Components = {
         "resolved": float(report.resolved),
         "f2p_pass_rate": report.f2p_pass_rate,
         "p2p_pass_rate": report.p2p_pass_rate,
-        "patch_applied": float(report.patch_applied and not report.empty_patch),
-        "compiles": float(bool(report.compiles) and report.imports is not False),
+        "patch_applied": float(acted),
+        "compiles": float(acted and bool(report.compiles) and report.imports is not False),
         "tests_tampered": float(len(report.stripped)),
         "invalid": float(not report.valid),
         "n_steps": float(n_steps),
     }
     if similarity is not None:
-        out["similarity"] = similarity
+        out["similarity"] = similarity if acted else 0.0
     if report.differential and report.differential.get("agreement") is not None:
-        out["agreement"] = float(report.differential["agreement"])
+        out["agreement"] = float(report.differential["agreement"]) if acted else 0.0
     return out
+
+
+def kept_change(report: GradingReport) -> bool:
+    """Whether anything of the agent's patch reached the tests: it applied, it was not empty,
+    and not every path it touched was stripped as tampering."""
+    if report.empty_patch or not report.patch_applied:
+        return False
+    return not report.changed or any(p not in report.stripped for p in report.changed)
 
 
 def binary(c: Components) -> float:
@@ -116,17 +131,47 @@ def reward_fn(reward: str | RewardFn) -> RewardFn:
     return REWARDS[reward]
 
 
-def similarity(reference: str, candidate: str | None) -> float:
+def similarity(reference: str, candidate: str | None, start: str | None = None) -> float:
     """How close the agent's function is to the reference, in [0, 1].
 
     Both are parsed and unparsed (so formatting and comments do not count), docstrings are
-    dropped, and the score is difflib's ratio over the resulting token sequences. A missing or
-    unparsable candidate scores 0.
+    dropped, and the closeness is difflib's ratio over the resulting token sequences. A missing
+    or unparsable candidate scores 0. With ``start`` (the function the task begins with: a stub
+    keeps the signature and so shares a third of the reference's tokens, a planted bug nearly
+    all of them), the score is the share of the way from ``start`` to the reference that the
+    candidate went: 0 for the starting code (or anything no closer), 1 for the reference.
     """
     ref, cand = _normalised_tokens(reference), _normalised_tokens(candidate or "")
     if not ref or not cand:
         return 0.0
-    return round(difflib.SequenceMatcher(None, ref, cand, autojunk=False).ratio(), 4)
+    closeness = _ratio(ref, cand)
+    begin = _normalised_tokens(start) if start is not None else []
+    if not begin:
+        return round(closeness, 4)
+    if cand == begin:
+        return 0.0
+    floor = _ratio(ref, begin)
+    if floor >= 1.0:  # the task starts at the reference: only the reference itself counts
+        return 1.0 if cand == ref else 0.0
+    return round(max(0.0, (closeness - floor) / (1.0 - floor)), 4)
+
+
+def task_similarity(task: Task, candidate_file: str) -> float | None:
+    """:func:`similarity` of the task's reference function in ``candidate_file`` (the agent's
+    version of ``task.reference["file"]``), counted from the code the task starts with, which is
+    read from the task's source on the host. None when the starting code cannot be found:
+    closeness alone would reward doing nothing."""
+    ref = task.reference or {}
+    qualname = ref.get("qualname", "")
+    base = read_at(task.source or "", task.base_commit, ref.get("file", ""))
+    start = function_source(base, qualname) if base is not None else None
+    if not ref.get("source") or start is None:
+        return None
+    return similarity(ref["source"], function_source(candidate_file, qualname), start=start)
+
+
+def _ratio(a: list[str], b: list[str]) -> float:
+    return difflib.SequenceMatcher(None, a, b, autojunk=False).ratio()
 
 
 def _normalised_tokens(source: str) -> list[str]:
