@@ -21,6 +21,7 @@ AGENTS: dict[str, str] = {
     "random": "repogym.agents.random_agent:RandomAgent",
     "llm": "repogym.agents.llm:LLMAgent",
     "hacker": "repogym.agents.hacker:HackerAgent",
+    "harness:mini-swe-agent": "repogym.agents.harness.minisweagent:MiniSweAgentHarness",
 }
 
 
