@@ -23,7 +23,7 @@ $(VENV)/.installed: setup.cfg pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip setuptools wheel
 	$(BIN)/python -m pip install -q "$(TORCH)"
-	$(BIN)/python -m pip install -q -e '.[dev,train,ray]'
+	$(BIN)/python -m pip install -q -e '.[dev,train,ray,harness]'
 	touch $@
 
 docker:

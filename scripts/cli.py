@@ -26,6 +26,9 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "bench": ("repogym.scripts.bench",
               "measure start-up, step, reset and grading latency, throughput, memory"),
     "train": ("repogym.scripts.train", "train an LLM agent with multi-turn PPO"),
+    "gateway": ("repogym.scripts.gateway_cmd",
+                "OpenAI-compatible recording proxy, one base URL per episode"),
+    "serve": ("repogym.scripts.serve_cmd", "serve the environment over OpenEnv's protocol"),
 }
 
 DEBUG_VAR = "REPOGYM_DEBUG"  # set to 1 to see the traceback of an unexpected error

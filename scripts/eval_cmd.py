@@ -61,6 +61,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                    help="grade this SWE-bench predictions file (JSON or JSONL) instead")
     p.add_argument("--rerun", default=None, metavar="DIR",
                    help="repeat the run recorded in DIR/config.json (into --out or DIR-rerun-*)")
+    p.add_argument("--trajectories", default=None, choices=["atif", "openai"],
+                   help="also write OUT/trajectories/*.json in this format (needs records)")
     p.add_argument("--quiet", action="store_true", help="no progress output")
     p.add_argument("--json", default=None, help="also write the summary here (- for stdout)")
     p.set_defaults(func=run)
@@ -76,6 +78,11 @@ def run(args: argparse.Namespace) -> int:
         summary = run_eval(config_from_args(args), progress=progress)
     print(format_summary(summary))
     write_json(args.json, summary)
+    if args.trajectories:
+        from repogym.agents.trajectory import export_run
+
+        written = export_run(summary["out"], args.trajectories)
+        print(f"{len(written)} trajectories ({args.trajectories}) in {summary['out']}/trajectories")
     excluded = sum(len(v) for v in summary["excluded"].values())
     if excluded:
         print(f"{excluded} tasks failed outside the agent (see 'excluded' in summary.json); "

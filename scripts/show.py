@@ -12,10 +12,18 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("show", help="print an episode record readably")
     p.add_argument("file", help="a .jsonl episode record")
     p.add_argument("--width", type=int, default=2000, help="characters shown per observation")
+    p.add_argument("--format", default="text", choices=["text", "atif", "openai"],
+                   help="text (default), atif (Harbor's trajectory format) or openai (chat "
+                   "messages with tool calls, for fine-tuning); both JSON on standard output")
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.format != "text":
+        from repogym.agents.trajectory import convert
+
+        print(json.dumps(convert(args.file, args.format), indent=1))
+        return 0
     for event in read_record(args.file):
         kind = event["event"]
         if kind == "reset":

@@ -105,8 +105,11 @@ def play(task: str, shell: Shell, base_url: str, model: str, api_key: str = "",
          config: dict[str, Any] | None = None, step_limit: int | None = None,
          output_path: str | Path | None = None) -> dict[str, Any]:
     """Runs mini-swe-agent's ``DefaultAgent`` on ``task`` until it submits or stops."""
+    import litellm
     from minisweagent.agents.default import DefaultAgent
     from minisweagent.models.litellm_model import LitellmModel
+
+    litellm.suppress_debug_info = True  # no "Provider List" banner for unpriced local models
 
     config = config if config is not None else load_config()
     model_config = dict(config.get("model") or {})

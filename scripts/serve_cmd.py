@@ -1,0 +1,55 @@
+"""`repogym serve`: the environment over OpenEnv's protocol (HTTP and WebSocket).
+
+    REPOGYM_TOKEN=secret repogym serve --suite demo --port 8000
+
+Clients connect with OpenEnv's client to http://repogym:TOKEN@HOST:PORT (or send
+`Authorization: Bearer TOKEN`); each WebSocket session is one environment with its own container.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+
+from repogym.scripts.common import progress
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("serve", help="serve the environment over OpenEnv's protocol",
+                       description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--suite", default="demo", help="built-in suite name, .jsonl file or folder")
+    p.add_argument("--split", default=None, help="only tasks of this split")
+    p.add_argument("--port", type=int, default=8000)
+    p.add_argument("--host", default="127.0.0.1", help="address to listen on (default: "
+                   "loopback only)")
+    p.add_argument("--allow-remote", action="store_true",
+                   help="required with a --host other than loopback: the server runs code in "
+                   "containers for whoever holds the token")
+    p.add_argument("--token", default=None, help="the shared token (default: $REPOGYM_TOKEN)")
+    p.add_argument("--max-sessions", type=int, default=8, help="episodes at once")
+    p.add_argument("--idle-timeout", type=float, default=300.0,
+                   help="seconds without a message before a session and its container go")
+    p.add_argument("--max-steps", type=int, default=50)
+    p.add_argument("--reward", default="binary")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    import uvicorn
+
+    from repogym.agents.gateway.server import bind
+    from repogym.envs.openenv.server import ServeConfig, build_app
+
+    if args.host not in ("127.0.0.1", "localhost", "::1") and not args.allow_remote:
+        raise SystemExit(f"repogym serve: --host {args.host} exposes the server beyond this "
+                         "machine; add --allow-remote to mean it")
+    token = args.token or os.environ.get("REPOGYM_TOKEN", "")
+    config = ServeConfig(suite=args.suite, split=args.split, token=token,
+                         max_sessions=args.max_sessions, idle_timeout=args.idle_timeout,
+                         env_kwargs={"max_steps": args.max_steps, "reward": args.reward})
+    sock = bind(args.host, args.port)
+    progress(f"repogym serve: suite {args.suite} on http://{args.host}:{sock.getsockname()[1]} "
+             f"(OpenEnv WebSocket at /ws, {args.max_sessions} sessions, idle timeout "
+             f"{args.idle_timeout:g} s)")
+    uvicorn.Server(uvicorn.Config(build_app(config), log_level="info")).run(sockets=[sock])
+    return 0

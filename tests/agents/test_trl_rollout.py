@@ -1,0 +1,73 @@
+"""TRL's GRPO trainer runs two steps against the demo suite in Docker through the rollout hook."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from repogym.agents.trl_rollout import RolloutConfig, _task_id
+
+pytest.importorskip("trl")
+
+
+def test_config_and_prompts() -> None:
+    with pytest.raises(ValueError, match="budgets"):
+        RolloutConfig(max_turns=0)
+    assert _task_id("demo__textkit-1 ") == "demo__textkit-1"
+    assert _task_id([{"role": "user", "content": "demo__minicalc-2"}]) == "demo__minicalc-2"
+
+
+@pytest.mark.docker
+@pytest.mark.slow
+def test_two_grpo_steps_on_the_demo_suite(tmp_path: Path) -> None:
+    os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
+    from datasets import Dataset
+    from trl import GRPOConfig, GRPOTrainer
+
+    from repogym.agents.ppo.policy import tiny_model
+    from repogym.agents.trl_rollout import RepogymRollout, env_reward
+
+    class Recording(RepogymRollout):
+        outputs: list[dict[str, Any]] = []
+
+        def __call__(self, prompts: list[Any], trainer: Any) -> dict[str, list[Any]]:
+            out = super().__call__(prompts, trainer)
+            self.outputs.append(out)
+            return out
+
+    lm, tokenizer = tiny_model(0, max_context=8192)
+    rollout = Recording(RolloutConfig(suite="demo", max_turns=2, max_new_tokens=8,
+                                      max_context=8192))
+    rewards_seen: list[list[float]] = []
+
+    def reward(completions: list[Any], reward: list[float], **kwargs: Any) -> list[float]:
+        rewards_seen.append(list(reward))
+        return env_reward(completions, reward, **kwargs)
+
+    args = GRPOConfig(output_dir=str(tmp_path), per_device_train_batch_size=2, num_generations=2,
+                      max_steps=2, use_cpu=True, report_to=[], logging_steps=1,
+                      save_strategy="no", beta=0.0, learning_rate=1e-4, bf16=False)
+    trainer = GRPOTrainer(model=lm, processing_class=tokenizer, reward_funcs=reward, args=args,
+                          train_dataset=Dataset.from_list([{"prompt": "demo__textkit-1"},
+                                                           {"prompt": "demo__minicalc-2"}]),
+                          rollout_func=rollout)
+    try:
+        trainer.train()
+    finally:
+        rollout.close()
+    assert trainer.state.global_step == 2
+    assert len(rollout.outputs) == 2 and len(rewards_seen) == 2
+    for out in rollout.outputs:
+        assert len(out["prompt_ids"]) == 2 and set(out["task_id"]) <= {"demo__textkit-1",
+                                                                       "demo__minicalc-2"}
+        for prompt, ids, lps, mask in zip(out["prompt_ids"], out["completion_ids"],
+                                          out["logprobs"], out["env_mask"], strict=True):
+            assert len(prompt) > 100 and len(ids) == len(lps) == len(mask)
+            # model turn, the observation as the next chat turn, model turn
+            assert mask[0] == 1 and 0 in mask and mask[-1] == 1
+            assert all(lp <= 0.0 for lp, m in zip(lps, mask, strict=True) if m)
+            assert tokenizer.decode(prompt).count("<|assistant|>") == 1
+        assert all(isinstance(r, float) for r in out["reward"])  # graded: the model submitted
