@@ -44,7 +44,7 @@ class RolloutConfig:
     """Episodes of one rollout batch."""
 
     suite: str = "demo"  # a built-in suite name, a .jsonl file or a suite folder
-    split: str | None = None  # only tasks of this split
+    split: str | None = None  # None: the environment's default, the suite's train split
     max_turns: int = 10  # model turns per episode
     max_new_tokens: int = 512  # per turn
     max_context: int = 16_384  # prompt + completion tokens per episode
@@ -61,8 +61,9 @@ class RolloutConfig:
             raise ValueError(f"temperature={self.temperature}: sampling needs a positive value")
 
 
-def task_dataset(suite: str = "demo", split: str | None = None, repeat: int = 1) -> Any:
-    """A ``datasets.Dataset`` whose ``prompt`` column holds task ids, ``repeat`` times over."""
+def task_dataset(suite: str = "demo", split: str = "train", repeat: int = 1) -> Any:
+    """A ``datasets.Dataset`` whose ``prompt`` column holds the task ids of ``split``, ``repeat``
+    times over."""
     from datasets import Dataset
 
     from repogym.tasks.suite import load_suite

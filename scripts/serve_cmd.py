@@ -18,7 +18,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("serve", help="serve the environment over OpenEnv's protocol",
                        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--suite", default="demo", help="built-in suite name, .jsonl file or folder")
-    p.add_argument("--split", default=None, help="only tasks of this split")
+    p.add_argument("--split", default=None, help="the tasks of this split (default: train, as "
+                   "for gym.make; all for every task)")
     p.add_argument("--port", type=int, default=8000)
     p.add_argument("--host", default="127.0.0.1", help="address to listen on (default: "
                    "loopback only)")

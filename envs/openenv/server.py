@@ -35,7 +35,7 @@ class ServeConfig:
     """What ``repogym serve`` serves and how."""
 
     suite: str = "demo"  # a built-in suite name, a .jsonl file or a suite folder
-    split: str | None = None  # only tasks of this split
+    split: str | None = None  # None: the environment's default, the suite's train split
     token: str = ""  # the shared secret every client must present
     max_sessions: int = 8  # WebSocket sessions (episodes) at once
     idle_timeout: float = 300.0  # seconds without a message before a session is closed

@@ -14,7 +14,7 @@ from repogym.agents.harness.base import command_result
 from repogym.tasks.schema import Task
 from repogym.tasks.suite import load_suite
 
-TASKS = ("demo__textkit-1", "demo__minicalc-2")
+TASKS = ("demo__textkit-1", "demo__minicalc-1")  # eval split: what eval runs
 
 
 def solution(task: Task) -> list[str]:

@@ -51,8 +51,8 @@ def test_two_grpo_steps_on_the_demo_suite(tmp_path: Path) -> None:
                       max_steps=2, use_cpu=True, report_to=[], logging_steps=1,
                       save_strategy="no", beta=0.0, learning_rate=1e-4, bf16=False)
     trainer = GRPOTrainer(model=lm, processing_class=tokenizer, reward_funcs=reward, args=args,
-                          train_dataset=Dataset.from_list([{"prompt": "demo__textkit-1"},
-                                                           {"prompt": "demo__minicalc-2"}]),
+                          train_dataset=Dataset.from_list([{"prompt": "demo__minicalc-2"},
+                                                           {"prompt": "demo__stockroom-3"}]),
                           rollout_func=rollout)
     try:
         trainer.train()
@@ -61,7 +61,7 @@ def test_two_grpo_steps_on_the_demo_suite(tmp_path: Path) -> None:
     assert trainer.state.global_step == 2
     assert len(rollout.outputs) == 2 and len(rewards_seen) == 2
     for out in rollout.outputs:
-        assert len(out["prompt_ids"]) == 2 and set(out["task_id"]) <= {"demo__textkit-1",
+        assert len(out["prompt_ids"]) == 2 and set(out["task_id"]) <= {"demo__stockroom-3",
                                                                        "demo__minicalc-2"}
         for prompt, ids, lps, mask in zip(out["prompt_ids"], out["completion_ids"],
                                           out["logprobs"], out["env_mask"], strict=True):
