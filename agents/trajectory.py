@@ -22,6 +22,7 @@ from typing import Any
 from repogym.agents.gateway.record import SUFFIX, read_calls
 from repogym.envs.record import read_record
 from repogym.envs.tools import TOOL_SCHEMAS
+from repogym.errors import UsageError
 from repogym.version import __version__
 
 ATIF_VERSION = "ATIF-v1.5"
@@ -32,10 +33,10 @@ _MESSAGE_KEYS = ("role", "content", "tool_calls", "tool_call_id", "name", "reaso
 def load_episode(path: str | Path) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """(environment events, gateway calls) of one episode, from either of its two files."""
     path = Path(path)
-    if not path.exists():
-        raise FileNotFoundError(f"{path}: no such record (give an episode's .jsonl record)")
     if path.name.endswith(SUFFIX):
         env_path = path.with_name(path.name[: -len(SUFFIX)] + ".jsonl")
+        if not path.is_file():
+            raise UsageError(f"{path} does not exist: give an episode's .jsonl record")
         return (read_record(env_path) if env_path.exists() else []), read_calls(path)
     calls_path = path.with_name(path.name.removesuffix(".jsonl") + SUFFIX)
     return read_record(path), read_calls(calls_path)
@@ -43,10 +44,10 @@ def load_episode(path: str | Path) -> tuple[list[dict[str, Any]], list[dict[str,
 
 def convert(path: str | Path, fmt: str) -> dict[str, Any]:
     if fmt not in FORMATS:
-        raise ValueError(f"format {fmt!r}: use one of {', '.join(FORMATS)}")
+        raise UsageError(f"format {fmt!r}: use one of {', '.join(FORMATS)}")
     events, calls = load_episode(path)
     if not events and not calls:
-        raise ValueError(f"{path} holds no episode events and no model calls")
+        raise UsageError(f"{path} holds no episode events and no model calls")
     return to_atif(events, calls) if fmt == "atif" else to_openai(events, calls)
 
 

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from repogym.agents.trajectory import convert
+from repogym.errors import UsageError
 from repogym.scripts.cli import main
 
 
@@ -64,5 +65,5 @@ def test_gateway_calls_are_the_models_view(tmp_path: Path) -> None:
     chat = convert(tmp_path / "ep.jsonl", "openai")
     assert [m["role"] for m in chat["messages"]] == ["system", "user", "assistant", "tool",
                                                      "assistant"]
-    with pytest.raises(ValueError, match="format"):
+    with pytest.raises(UsageError, match="format"):
         convert(path, "yaml")
