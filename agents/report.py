@@ -3,10 +3,12 @@ so it opens from disk in any browser and can be mailed or archived as it is."""
 
 from __future__ import annotations
 
+import json
 from html import escape
 from pathlib import Path
 from typing import Any
 
+from repogym.agents.report_detail import anchor, detail_html, task_detail, write_record_pages
 from repogym.agents.summary import failure_kind
 
 GREEN, RED, GREY, BLUE = "#2e7d32", "#c62828", "#9e9e9e", "#1565c0"
@@ -15,7 +17,9 @@ LABEL_W, BAR_W, ROW_H = 220, 420, 22
 CSS = """body{font-family:system-ui,sans-serif;margin:2em;color:#222;max-width:1100px}
 table{border-collapse:collapse;margin:1em 0}td,th{border:1px solid #ddd;padding:3px 8px;
 font-size:13px;text-align:left}th{background:#f5f5f5}.ok{color:#2e7d32}.bad{color:#c62828}
-.err{color:#9e9e9e}svg text{font-size:12px;font-family:system-ui,sans-serif}h2{margin-top:1.6em}"""
+.err{color:#9e9e9e}svg text{font-size:12px;font-family:system-ui,sans-serif}h2{margin-top:1.6em}
+pre{background:#f7f7f7;padding:8px;overflow-x:auto;white-space:pre-wrap;font-size:12px}
+details{margin:4px 0}details>*:not(summary){margin-left:1.2em}"""
 
 
 def rate_chart(groups: dict[str, dict[str, Any]]) -> str:
@@ -114,18 +118,19 @@ def _pct(value: float | None) -> str:
     return "–" if value is None else f"{value:.1%}"
 
 
-def _task_rows(rows: list[dict[str, Any]], out_dir: Path) -> list[list[str]]:
+def _task_rows(rows: list[dict[str, Any]], out_dir: Path, pages: dict[str, str]
+               ) -> list[list[str]]:
     table = []
     for r in sorted(rows, key=lambda r: r["instance_id"]):
         status = ("error" if r.get("error_kind") else "resolved" if r.get("resolved")
                   else "unresolved")
         css = {"error": "err", "resolved": "ok", "unresolved": "bad"}[status]
-        record = r.get("record") or ""
-        link = ""
-        if record:
-            link = f'<a href="{escape(_href(Path(record), out_dir))}">record</a>'
+        record = pages.get(r["instance_id"]) or (
+            _href(Path(r["record"]), out_dir) if r.get("record") else "")
+        link = f'<a href="{escape(record)}">record</a>' if record else ""
         total = (r.get("timings") or {}).get("total")
-        table.append([escape(r["instance_id"]), escape(str(r.get("repo", ""))),
+        name = f'<a href="#{anchor(r["instance_id"])}">{escape(r["instance_id"])}</a>'
+        table.append([name, escape(str(r.get("repo", ""))),
                       escape(str(r.get("kind", ""))), f'<span class="{css}">{status}</span>',
                       f'{float(r.get("reward") or 0):.3f}', str(r.get("steps", "")),
                       "" if total is None else f"{float(total):.1f}",
@@ -142,7 +147,12 @@ def _href(path: Path, out_dir: Path) -> str:
 
 
 def render_html(summary: dict[str, Any], rows: list[dict[str, Any]], config: dict[str, Any],
-                out_dir: Path) -> str:
+                out_dir: Path, problems: dict[str, str] | None = None,
+                patches: dict[str, str] | None = None, pages: dict[str, str] | None = None
+                ) -> str:
+    """The page. ``problems`` and ``patches`` (by instance id) fill the task details where the
+    records cannot (a predictions run has none); ``pages`` links readable records."""
+    problems, patches, pages = problems or {}, patches or {}, pages or {}
     title = f"repogym eval: {config.get('agent', '?')} on {config.get('suite', '?')}"
     lo, hi = summary["resolved_ci95"]
     head = _table(["resolved", "rate", "95% CI", "mean reward", "counted", "excluded",
@@ -154,28 +164,48 @@ def render_html(summary: dict[str, Any], rows: list[dict[str, Any]], config: dic
                        str(sum(len(v) for v in summary["excluded"].values())),
                        "–" if not summary.get("tasks_per_minute")
                        else f"{summary['tasks_per_minute']:.2f}"]])
-    comps = _table(["component", "mean"], [[escape(k), f"{v:.3f}"]
-                                           for k, v in summary["mean_components"].items()])
-    failures = _table(["failure", "tasks"], [[escape(k), str(v)]
-                                             for k, v in summary["failures"].items()])
-    tasks = _table(["task", "repo", "kind", "status", "reward", "steps", "seconds", "failure",
-                    "error", "record"], _task_rows(rows, out_dir))
-    settings = _table(["setting", "value"], [[escape(k), escape(str(v))]
-                                             for k, v in sorted(config.items())
-                                             if k != "versions"])
+    sections = [("Resolved rate by repository", rate_chart(summary["by_repo"])),
+                ("Resolved rate by task kind", rate_chart(summary["by_kind"])),
+                ("Time per task", time_chart(rows))]
+    if summary["mean_components"]:
+        sections.append(("Reward components (means)", _table(["component", "mean"], [
+            [escape(k), f"{v:.3f}"] for k, v in summary["mean_components"].items()])))
+    sections.append(("Failures by kind", _table(["failure", "tasks"], [
+        [escape(k), str(v)] for k, v in summary["failures"].items()])
+        if summary["failures"] else "<p>None: every counted task was resolved.</p>"))
+    if rows:
+        sections.append(("Tasks", _table(["task", "repo", "kind", "status", "reward", "steps",
+                                           "seconds", "failure", "error", "record"],
+                                          _task_rows(rows, out_dir, pages))))
+        details = [detail_html(r, task_detail(r, patches.get(r["instance_id"])),
+                               problems.get(r["instance_id"]), pages.get(r["instance_id"]),
+                               _href(Path(r["record"]), out_dir) if r.get("record") else None)
+                   for r in sorted(rows, key=lambda r: r["instance_id"])]
+        sections.append(("Task details", "<p>The hidden tests' verdicts, the patch, the problem "
+                         "statement and the episode of each task.</p>" + "".join(details)))
+    sections.append(("Configuration", _table(["setting", "value"], [
+        [escape(k), escape(_setting(v))] for k, v in sorted(config.items())
+        if k != "versions"])))
+    body = "".join(f"<h2>{escape(name)}</h2>{html}" for name, html in sections)
     return f"""<!doctype html><html><head><meta charset="utf-8"><title>{escape(title)}</title>
 <style>{CSS}</style></head><body><h1>{escape(title)}</h1>{head}
 <p>Tasks whose episode failed for infrastructure reasons (Docker, sandbox, image build, grader)
 or because the task is malformed are not counted in the rate.</p>
-<h2>Resolved rate by repository</h2>{rate_chart(summary["by_repo"])}
-<h2>Resolved rate by task kind</h2>{rate_chart(summary["by_kind"])}
-<h2>Time per task</h2>{time_chart(rows)}
-<h2>Reward components (means)</h2>{comps}<h2>Failures by kind</h2>{failures}
-<h2>Tasks</h2>{tasks}<h2>Configuration</h2>{settings}</body></html>
+{body}</body></html>
 """
 
 
+def _setting(value: Any) -> str:
+    if isinstance(value, dict | list | tuple):
+        return json.dumps(value, sort_keys=True) if value else "–"
+    return "–" if value is None or value == "" else str(value)
+
+
 def write_html(path: Path, summary: dict[str, Any], rows: list[dict[str, Any]],
-               config: dict[str, Any]) -> Path:
-    path.write_text(render_html(summary, rows, config, path.parent), encoding="utf-8")
+               config: dict[str, Any], problems: dict[str, str] | None = None,
+               patches: dict[str, str] | None = None) -> Path:
+    """Writes the report, and a readable page next to each episode record it links."""
+    pages = write_record_pages(rows, path.parent)
+    path.write_text(render_html(summary, rows, config, path.parent, problems, patches, pages),
+                    encoding="utf-8")
     return path

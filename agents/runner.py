@@ -285,13 +285,16 @@ def finalize(out: Path, config: EvalConfig, tasks: list[Task], wall_seconds: flo
                    out=str(out), n_suite=len(tasks), n_missing=len(ids - set(by_id)))
     images = {r["image"]: r["image_id"] for r in rows if r.get("image") and r.get("image_id")}
     write_config(out, config, tasks, images)
+    patches: dict[str, str] = {}
     if config.predictions:
         from repogym.agents.predictions import load_predictions, write_swebench_reports
 
-        summary["swebench_report"] = str(write_swebench_reports(
-            out, tasks, load_predictions(config.predictions), rows))
+        predictions = load_predictions(config.predictions)
+        summary["swebench_report"] = str(write_swebench_reports(out, tasks, predictions, rows))
+        patches = {k: str(v.get("model_patch") or "") for k, v in predictions.items()}
     _write_json(out / SUMMARY, summary)
-    write_html(out / REPORT, summary, rows, config.to_dict())
+    write_html(out / REPORT, summary, rows, config.to_dict(),
+               problems={t.instance_id: t.problem_statement for t in tasks}, patches=patches)
     return summary
 
 
