@@ -11,7 +11,8 @@ from repogym.agents.report import write_html
 from repogym.agents.summary import summarize
 from repogym.envs.record import EpisodeRecorder
 
-PATCH = "diff --git a/calc.py b/calc.py\n--- a/calc.py\n+++ b/calc.py\n@@ -1 +1 @@\n-a - b\n+a + b\n"
+PATCH = ("diff --git a/calc.py b/calc.py\n--- a/calc.py\n+++ b/calc.py\n@@ -1 +1 @@\n"
+         "-a - b\n+a + b\n")
 
 
 def record(folder: Path, task_id: str, f2p: dict[str, str], patch: str) -> str:
