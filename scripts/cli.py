@@ -18,7 +18,7 @@ from repogym.version import __version__
 # command name -> (module with add_parser(subparsers), one line for `repogym --help`)
 COMMANDS: dict[str, tuple[str, str]] = {
     "doctor": ("repogym.scripts.doctor",
-               "check Docker, images, disk; remove leftover containers"),
+               "check Docker, images and their disk use, disk; remove leftovers"),
     "images": ("repogym.scripts.images_cmd", "build the images a suite needs"),
     "tasks": ("repogym.scripts.tasks_cmd", "validate suites, make tasks from repositories"),
     "eval": ("repogym.scripts.eval_cmd", "run an agent on a suite, or grade SWE-bench predictions"),

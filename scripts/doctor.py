@@ -1,70 +1,128 @@
-"""`repogym doctor [--cleanup]`: the engine, images, disk and leftover containers."""
+"""`repogym doctor`: the engine, repogym's images and their real disk use, leftover containers,
+and (asked for) the removal of task images that no suite uses."""
 
 from __future__ import annotations
 
 import argparse
 import shutil
+from collections import Counter
+from typing import Any
 
 from repogym.envs.sandbox import owners
 from repogym.envs.sandbox.client import docker_client
 from repogym.scripts.common import table, write_json
+from repogym.tasks import image_usage
+from repogym.tasks.image_usage import Image
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("doctor", help="check Docker, images, disk; remove leftover containers")
-    p.add_argument(
-        "--cleanup",
-        action="store_true",
-        help="remove containers left by repogym processes that are gone",
-    )
-    p.add_argument(
-        "--all",
-        action="store_true",
-        help="with --cleanup: remove every repogym container, live owners' too",
-    )
-    p.add_argument(
-        "--json", default=None, help="write the report as JSON to this path (- for stdout)"
-    )
+    p = sub.add_parser("doctor", help="check Docker, images, disk; remove leftover containers",
+                       description="Checks the Docker engine and summarises repogym's images "
+                       "(how many, their real disk use, which task images no suite uses). "
+                       "Removes nothing unless asked.")
+    p.add_argument("--cleanup", action="store_true",
+                   help="remove containers left by repogym processes that are gone")
+    p.add_argument("--all", action="store_true",
+                   help="with --cleanup: remove every repogym container, live owners' too")
+    p.add_argument("--images", action="store_true", help="list every image, not a summary")
+    p.add_argument("--keep", action="append", default=[], metavar="SUITE",
+                   help="a suite whose images count as used (repeatable; the built-in suites "
+                   "always do)")
+    p.add_argument("--prune-images", action="store_true",
+                   help="remove the task images that neither the built-in suites nor the "
+                   "--keep suites use, and that no container was made from")
+    p.add_argument("--dry-run", action="store_true",
+                   help="with --prune-images: say what would be removed, remove nothing")
+    p.add_argument("--json", default=None, help="write the report as JSON to this path "
+                   "(- for stdout)")
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
     client = docker_client()
     version = client.version()
-    images = [
-        img for img in client.images.list() if any(t.startswith("repogym/") for t in img.tags)
-    ]
-    image_rows = [
-        [t, f"{img.attrs.get('Size', 0) / 1e6:.0f} MB"]
-        for img in images
-        for t in img.tags
-        if t.startswith("repogym/")
-    ]
+    free = shutil.disk_usage(client.info().get("DockerRootDir") or "/").free
+    print(f"Docker engine {version.get('Version')} (API {version.get('ApiVersion')}), "
+          f"disk free {_gb(free)}")
+    images = image_usage.repogym_images(client)
+    suites = image_usage.keep_suites(args.keep)
+    spare = image_usage.unused(images, image_usage.needed_tags(suites))
+    report = _images_report(client, images, spare, suites)
+    print(report["summary"])
+    if args.images:
+        rows = [[i.name, i.kind, _mb(i.size), _mb(i.own), str(i.containers)] for i in images]
+        print(table(rows, ["image", "kind", "size", "own layers", "containers"]))
+    removed: list[str] = []
+    if args.prune_images:
+        removed = _prune(client, spare, args.dry_run)
+    elif spare:
+        print("  `repogym doctor --prune-images [--keep SUITE ...]` removes them "
+              "(--dry-run lists them first)")
     mine = owners.leftovers(client, include_live=True)
     dead = owners.leftovers(client)
-    free = shutil.disk_usage(client.info().get("DockerRootDir") or "/").free
-    print(
-        f"Docker engine {version.get('Version')} (API {version.get('ApiVersion')}), "
-        f"disk free {free / 1e9:.1f} GB"
-    )
-    print(table(sorted(image_rows), ["image", "size"]) if image_rows else "no repogym images")
     print(f"repogym containers: {len(mine)} ({len(dead)} left by dead processes)")
-    removed: list[str] = []
+    left: list[str] = []
     if args.cleanup:
-        removed = owners.remove_containers(mine if args.all else dead)
-        print(f"removed {len(removed)} containers")
+        left = owners.remove_containers(mine if args.all else dead)
+        print(f"removed {len(left)} containers")
     elif dead:
         print("run `repogym doctor --cleanup` to remove the leftovers")
-    write_json(
-        args.json,
-        {
-            "engine": version.get("Version"),
-            "api": version.get("ApiVersion"),
-            "disk_free": free,
-            "images": [{"tag": r[0], "size": r[1]} for r in image_rows],
-            "containers": [c.name for c in mine],
-            "leftovers": [c.name for c in dead],
-            "removed": removed,
-        },
-    )
+    write_json(args.json, {
+        "engine": version.get("Version"), "api": version.get("ApiVersion"), "disk_free": free,
+        **{k: v for k, v in report.items() if k != "summary"},
+        "images": [_image_json(i) for i in images],
+        "unused": [i.name for i in spare], "images_removed": removed,
+        "containers": [c.name for c in mine], "leftovers": [c.name for c in dead],
+        "removed": left,
+    })
     return 0
+
+
+def _images_report(client: Any, images: list[Image], spare: list[Image], suites: list[str]
+                   ) -> dict[str, Any]:
+    if not images:
+        return {"summary": "no repogym images (`repogym images build --suite demo` builds some)",
+                "disk_use": 0, "nominal_size": 0, "unused_disk": 0, "kept_suites": suites}
+    counts = Counter(i.kind for i in images)
+    kinds = ", ".join(f"{n} {kind}" for kind, n in sorted(counts.items()))
+    real, nominal = image_usage.disk_use(client, images), sum(i.size for i in images)
+    lines = [f"repogym images: {len(images)} ({kinds}), {_gb(real)} on disk with shared layers "
+             f"counted once ({_gb(nominal)} if each were alone)"]
+    biggest = sorted((i for i in images if i.kind in image_usage.TASK_KINDS),
+                     key=lambda i: -i.own)[:3]
+    if biggest:
+        lines.append("  largest task images by their own layers: "
+                     + ", ".join(f"{i.name} ({_mb(i.own)})" for i in biggest))
+    unused_disk = sum(i.own for i in spare)
+    if spare:
+        lines.append(f"  {len(spare)} task images no suite uses ({', '.join(suites)} kept): "
+                     f"{_gb(unused_disk)} of their own layers")
+    return {"summary": "\n".join(lines), "disk_use": real, "nominal_size": nominal,
+            "unused_disk": unused_disk, "kept_suites": suites, "counts": dict(counts)}
+
+
+def _prune(client: Any, spare: list[Image], dry_run: bool) -> list[str]:
+    if not spare:
+        print("no task image to remove")
+        return []
+    if dry_run:
+        print(table([[i.name, _mb(i.own)] for i in spare], ["would remove", "own layers"]))
+        return []
+    removed, failed = image_usage.remove(client, spare)
+    print(f"removed {len(removed)} task images")
+    for line in failed:
+        print(f"  kept {line}")
+    return removed
+
+
+def _image_json(image: Image) -> dict[str, Any]:
+    return {"id": image.id, "tags": list(image.tags), "kind": image.kind, "size": image.size,
+            "own": image.own, "containers": image.containers}
+
+
+def _gb(n: int | float) -> str:
+    return f"{n / 1e9:.1f} GB"
+
+
+def _mb(n: int | float) -> str:
+    return f"{n / 1e6:.0f} MB"

@@ -1,0 +1,134 @@
+"""What repogym's images cost on disk, and which task images no suite needs any more.
+
+Docker reports each image's size as if it were alone; task images share their base's layers,
+so the sum of those sizes says little. :func:`disk_use` counts every layer once. A layer is
+known by what made it (the build step, its time and its size, from the image's history), the
+same for every image that shares it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from repogym.tasks import images
+from repogym.tasks.images import LABEL_COMMIT, LABEL_SPEC, image_tag
+from repogym.tasks.suite import BUILTIN, load_suite
+
+TASK_KINDS = ("repo", "layer")  # images made for tasks; base and rootfs are shared by all
+KINDS = ("base", "rootfs", *TASK_KINDS, "untagged")
+HOST_CA_BUNDLE = "/etc/ssl/certs/ca-certificates.crt"  # what the Makefile points builds at
+
+
+@dataclass(frozen=True)
+class Image:
+    """One image that repogym made, as the engine's disk-usage report describes it."""
+
+    id: str
+    tags: tuple[str, ...]
+    kind: str  # base, rootfs, repo, layer, or untagged (a task image that lost its tag)
+    size: int  # bytes, its layers counted as if it were alone
+    own: int  # bytes in layers no other image shares
+    containers: int  # containers (running or not) made from it
+
+    @property
+    def name(self) -> str:
+        return self.tags[0] if self.tags else self.id[7:19]
+
+
+def repogym_images(client: Any) -> list[Image]:
+    """Every image tagged ``repogym/...``, and untagged ones that carry a task image's labels
+    (left behind when a task image was rebuilt)."""
+    found = []
+    for row in client.df().get("Images") or []:
+        tags = tuple(t for t in row.get("RepoTags") or [] if t.startswith("repogym/"))
+        labels = row.get("Labels") or {}
+        if tags:
+            kind = tags[0].split(":", 1)[0].removeprefix("repogym/")
+        elif not [t for t in row.get("RepoTags") or [] if t != "<none>:<none>"] and (
+                LABEL_SPEC in labels or LABEL_COMMIT in labels):
+            kind = "untagged"
+        else:
+            continue
+        size = int(row.get("Size") or 0)
+        shared = int(row.get("SharedSize") or 0)
+        found.append(Image(row["Id"], tags, kind, size, max(0, size - max(shared, 0)),
+                           int(row.get("Containers") or 0)))
+    return sorted(found, key=lambda i: (KINDS.index(i.kind) if i.kind in KINDS else 9, i.name))
+
+
+def disk_use(client: Any, images: Iterable[Image]) -> int:
+    """Bytes on disk of ``images`` together, every shared layer counted once."""
+    def layers(image: Image) -> set[tuple[str, str, int]]:
+        history = client.api.history(image.id)
+        return {(str(h.get("CreatedBy")), str(h.get("Created")), int(h.get("Size") or 0))
+                for h in history if int(h.get("Size") or 0) > 0}
+
+    with ThreadPoolExecutor(max_workers=8) as pool:
+        every = set().union(*pool.map(layers, list(images)))
+    return sum(size for _, _, size in every)
+
+
+def needed_tags(suites: Iterable[str | Path]) -> set[str]:
+    """The task images the tasks of ``suites`` use (built or not), under every CA bundle
+    setting they may have been built with: the Makefile sets ``REPOGYM_CA_BUNDLE``, a shell
+    may not, and a clean-up must not take a suite's images for another setting's leftovers."""
+    from repogym.tasks.layer import layered_tag
+
+    tags = set()
+    for suite in suites:
+        for task in load_suite(suite):
+            tags.update(_tags_for_every_ca(task))
+            if task.environment.image:  # a dataset's image: the layer made on it
+                tags.update(_layered(task, layered_tag))
+    return tags
+
+
+def _tags_for_every_ca(task: Any) -> set[str]:
+    prefix = image_tag(task).rsplit("-", 1)[0]
+    return {f"{prefix}-{images._digest({**images.image_spec(task), 'ca': images._digest(ca)})}"
+            for ca in _ca_bundles()}
+
+
+def _ca_bundles() -> list[bytes]:
+    found = [b"", images.ca_bundle()]
+    if Path(HOST_CA_BUNDLE).is_file():
+        found.append(Path(HOST_CA_BUNDLE).read_bytes())
+    return found
+
+
+def _layered(task: Any, layered_tag: Any) -> set[str]:
+    from repogym.envs.sandbox.client import docker_client
+
+    try:
+        base = docker_client().images.get(task.environment.image)
+    except Exception:  # noqa: BLE001 - not pulled: no layered image can exist either
+        return set()
+    return {layered_tag(base.id, task)}
+
+
+def unused(images: list[Image], needed: set[str]) -> list[Image]:
+    """Task images that no suite in ``needed`` uses and no container was made from."""
+    return [i for i in images if (i.kind in TASK_KINDS or i.kind == "untagged")
+            and not set(i.tags) & needed and i.containers == 0]
+
+
+def keep_suites(extra: Iterable[str]) -> list[str]:
+    """The built-in suites and ``extra``: what a clean-up must never take from."""
+    return list(dict.fromkeys([*sorted(BUILTIN), *extra]))
+
+
+def remove(client: Any, images: list[Image]) -> tuple[list[str], list[str]]:
+    """Removes each image (never forced: one in use stays); returns (removed, failures)."""
+    removed, failed = [], []
+    for image in images:
+        try:
+            for tag in image.tags or (image.id,):
+                client.images.remove(tag, noprune=False)
+            removed.append(image.name)
+        except Exception as exc:  # noqa: BLE001 - reported per image, the others go on
+            failed.append(f"{image.name}: {exc}")
+    return removed, failed
