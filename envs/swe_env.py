@@ -248,8 +248,7 @@ class SWEEnv(gym.Env[str, Any]):
             "your shell. Change the code so that the issue above is resolved. Hidden tests "
             "check your change after you submit; they are not in the repository, and changes "
             "to test files are discarded.\n"
-            f"Tools: {', '.join(s['function']['name'] for s in TOOL_SCHEMAS)}. "
-            f"{HOW_TO_CALL}\nCall `submit` when you are done."
+            f"{HOW_TO_CALL}\nCall `submit` when you are done."  # it names the tools
         )
 
     # --- step ----------------------------------------------------------------------------------

@@ -23,7 +23,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--record-dir", default="runs/calls", help="where the calls records go")
     p.add_argument("--host", default="127.0.0.1", help="address to listen on (default: "
                    "loopback only; 0.0.0.0 exposes the gateway to the network)")
-    p.add_argument("--port", type=int, default=8100)
+    p.add_argument("--port", type=int, default=8100, help="port to listen on (default: 8100)")
     p.add_argument("--timeout", type=float, default=600.0,
                    help="seconds the upstream may take to connect or between two reads")
     p.add_argument("--api-key-env", default=None, metavar="VAR",

@@ -20,7 +20,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--suite", default="demo", help="built-in suite name, .jsonl file or folder")
     p.add_argument("--split", default=None, help="the tasks of this split (default: train, as "
                    "for gym.make; all for every task)")
-    p.add_argument("--port", type=int, default=8000)
+    p.add_argument("--port", type=int, default=8000, help="port to listen on (default: 8000)")
     p.add_argument("--host", default="127.0.0.1", help="address to listen on (default: "
                    "loopback only)")
     p.add_argument("--allow-remote", action="store_true",
@@ -30,8 +30,11 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--max-sessions", type=int, default=8, help="episodes at once")
     p.add_argument("--idle-timeout", type=float, default=300.0,
                    help="seconds without a message before a session and its container go")
-    p.add_argument("--max-steps", type=int, default=50)
-    p.add_argument("--reward", default="binary")
+    p.add_argument("--max-steps", type=int, default=50,
+                   help="steps per episode before it is cut off (default: 50)")
+    p.add_argument("--reward", default="binary",
+                   choices=("binary", "pass_rate", "replication", "shaped"),
+                   help="the reward function (default: binary)")
     p.set_defaults(func=run)
 
 

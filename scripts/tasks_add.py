@@ -105,7 +105,8 @@ def add_tasks_add_parser(subparsers: Any) -> argparse.ArgumentParser:
     _local_flags(syn, "a git repository, bundle or folder")
     _synthetic_flags(syn)
     pypi = sources.add_parser("pypi", parents=common, help="replication/synthetic from an sdist")
-    pypi.add_argument("requirement", metavar="NAME[==VERSION]")
+    pypi.add_argument("requirement", metavar="NAME[==VERSION]",
+                      help="the package, and a version (default: the newest)")
     pypi.add_argument("--kinds", type=_csv, default=KINDS, help="replication,synthetic (default)")
     pypi.add_argument("--index-url", help="package index for pip download")
     pypi.add_argument("--find-links", help="folder or URL of archives for pip download")

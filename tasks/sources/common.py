@@ -23,6 +23,7 @@ from typing import Any, Protocol, TypeAlias
 from repogym.errors import TaskError
 from repogym.tasks.repo import SNAPSHOT_ENV
 from repogym.tasks.schema import SPLITS, Task
+from repogym.tasks.sources import heartbeat
 
 # Folder names that hold tests (SWE-bench uses the same words to find test files).
 TEST_DIRS = frozenset({"test", "tests", "testing", "e2e", "__tests__"})
@@ -304,14 +305,19 @@ def collect(source: TaskSource, max_candidates: int | None = None, log: Log = lo
 def _collect_into(result: Collected, source: TaskSource, max_candidates: int | None,
                   log: Log) -> None:
     total = str(max_candidates) if max_candidates else "?"
+    log(f"{source.name}: checking candidates one at a time (each gets its image, then its "
+        "tests run with and without the patch; a long one reports every "
+        f"{heartbeat.EVERY:.0f} s)")
     for task in source.candidates():
         if max_candidates is not None and result.tried >= max_candidates:
             break
         if isinstance(task, Rejected):
             done, reason = None, task.reason
         else:
+            label = f"[{result.tried + 1}/{total}] {source.name} {task.instance_id}"
             try:
-                done, reason = source.check(task)
+                with heartbeat.heartbeat(log, label, task):
+                    done, reason = source.check(task)
             except TaskError as err:
                 done, reason = None, str(err)
         outcome: dict[str, Any] = {"instance_id": task.instance_id, "kind": task.kind,

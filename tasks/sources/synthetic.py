@@ -109,12 +109,57 @@ def _test_source(files: dict[str, str], test_id: str) -> str | None:
     return "\n".join(lines)
 
 
+_SUMMARY = re.compile(r"(FAILED|ERROR) (\S+)(?: - (.*))?$")
+_SECTION = re.compile(r"^_{3,} (.+?) _{3,}$")
+MAX_MESSAGE = 300  # characters of one test's message
+
+
 def failure_summary(log: str, failing: tuple[str, ...]) -> str:
-    """pytest's short summary lines (``FAILED id - message``) of the tests in ``failing``."""
-    wanted = set(failing)
-    lines = [line[:300] for line in log.splitlines()
-             if (m := re.match(r"(FAILED|ERROR) (\S+)", line)) and m.group(2) in wanted]
+    """One line per test in ``failing``: ``FAILED id - message``, the message whole.
+
+    pytest cuts the messages of its short summary to the terminal's width, mid-word
+    (``AssertionE...``); the first ``E`` line of the test's own failure section says it in
+    full, and is used when the log holds it. Otherwise the cut message loses its broken word.
+    """
+    wanted, errors = set(failing), _first_error_lines(log)
+    lines = []
+    for line in log.splitlines():
+        m = _SUMMARY.match(line)
+        if not m or m.group(2) not in wanted:
+            continue
+        test = m.group(2)
+        title = test.split("::", 1)[1].replace("::", ".") if "::" in test else test
+        message = errors.get(title) or _whole_words(m.group(3) or "")
+        lines.append(f"{m.group(1)} {test}" + (f" - {_shorten(message)}" if message else ""))
     return "\n".join(lines)
+
+
+def _first_error_lines(log: str) -> dict[str, str]:
+    """The first ``E   ...`` line of each failure section, by the section's title
+    (``test_x``, ``TestK.test_b[1]``)."""
+    found: dict[str, str] = {}
+    title = None
+    for line in log.splitlines():
+        header = _SECTION.match(line)
+        if header:
+            title = header.group(1)
+        elif title and title not in found and line.startswith("E ") and line[1:].strip():
+            found[title] = line[1:].strip()
+    return found
+
+
+def _whole_words(message: str) -> str:
+    """A message pytest cut (it ends with ``...``) without the word it cut in two."""
+    if not message.endswith("..."):
+        return message
+    kept = message[:-3].rstrip()
+    return (kept.rsplit(" ", 1)[0] if " " in kept else kept) + " ..."
+
+
+def _shorten(message: str) -> str:
+    if len(message) <= MAX_MESSAGE:
+        return message
+    return message[:MAX_MESSAGE].rsplit(" ", 1)[0] + " ..."
 
 
 def grader_failure_log(task: Task) -> str:
@@ -139,10 +184,18 @@ def failure_statement(failing: tuple[str, ...], files: dict[str, str], log: str 
     for name, code in snippets:
         parts.append(f"\n`{name}`:\n\n```python\n{code}\n```")
     if log:
-        parts.append(f"\nWhat they report:\n\n```\n{log[-3000:]}\n```")
+        parts.append(f"\nWhat they report:\n\n```\n{_last_lines(log, 3000)}\n```")
     parts.append("\nFind the cause in the library code and fix it. The tests are right; do not "
                  "change them.")
     return "\n".join(parts)
+
+
+def _last_lines(text: str, limit: int) -> str:
+    """The end of ``text``, at most ``limit`` characters, starting at a line's start."""
+    if len(text) <= limit:
+        return text
+    tail = text[-limit:]
+    return tail.split("\n", 1)[1] if "\n" in tail else tail
 
 
 def _reference(file: str, qualname: str, occurrence: int, source: str) -> dict[str, Any]:

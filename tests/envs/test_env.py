@@ -40,6 +40,7 @@ def test_episode_fix_and_submit(toy_task: Task, toy_image: str, tmp_path: Path) 
     env = gym.make("repogym/SWE-v0", tasks=[toy_task], record_dir=tmp_path, reward="shaped")
     obs, info = env.reset(seed=3)
     assert toy_task.problem_statement in obs and "/testbed" in obs
+    assert obs.count("Tools:") == 1 and obs.count("undo_edit") == 1  # named once
     assert info["task_id"] == toy_task.instance_id and info["split"] == "eval"
     assert {t["function"]["name"] for t in info["tools"]} >= {
         "bash",

@@ -3,6 +3,7 @@ no traceback. None of these needs a Docker engine."""
 
 from __future__ import annotations
 
+import argparse
 import json
 import subprocess
 import sys
@@ -47,6 +48,34 @@ def test_every_command_is_listed_and_its_parser_loads() -> None:
         with pytest.raises(SystemExit) as exited:
             parser.parse_args([name, "--help"])
         assert exited.value.code == 0
+
+
+Parsers = list[tuple[str, argparse.ArgumentParser]]
+
+
+def _parsers(parser: argparse.ArgumentParser, path: str) -> Parsers:
+    found = [(path, parser)]
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for name, child in action.choices.items():
+                found += _parsers(child, f"{path} {name}")
+    return found
+
+
+def test_every_flag_has_help_and_no_markup_shows() -> None:
+    for name in cli.COMMANDS:
+        top = cli.build_parser([name])
+        for path, parser in _parsers(top, "repogym")[1:]:
+            if not path.startswith(f"repogym {name}"):
+                continue
+            assert "``" not in (parser.description or ""), path
+            for action in parser._actions:
+                if isinstance(action, argparse._HelpAction | argparse._SubParsersAction):
+                    continue
+                assert action.help, f"{path} {action.option_strings or action.dest}: no help"
+                assert "``" not in action.help, f"{path} {action.option_strings}"
+    eval_help = cli.build_parser(["eval"])._subparsers._group_actions[0].choices["eval"]
+    assert "replication" in eval_help.format_help()  # every reward is named
 
 
 def test_gymnasium_registration_works_in_either_import_order() -> None:

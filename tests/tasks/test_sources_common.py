@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import subprocess
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -10,6 +11,7 @@ import pytest
 
 from repogym.errors import TaskError
 from repogym.tasks.schema import Task
+from repogym.tasks.sources import heartbeat
 from repogym.tasks.sources.common import (
     Candidate,
     Rejected,
@@ -157,7 +159,8 @@ def test_collect_counts_kept_rejected_and_reasons() -> None:
     assert result.tried == 6 and len(result.kept) == 2
     assert result.reasons == {"no test fails": 2, "no mirror": 1, "bad commit": 1}
     assert "tried 6, kept 2, rejected 4" in result.summary()
-    assert len(lines) == 6 and "[1/?] list 1-ok: kept (1 F2P, 0 P2P)" == lines[0]
+    assert len(lines) == 7 and lines[0].startswith("list: checking candidates one at a time")
+    assert "[1/?] list 1-ok: kept (1 F2P, 0 P2P)" == lines[1]
     report = result.to_dict()
     assert report["candidates"][1] == {"instance_id": "2", "kind": "swe", "kept": False,
                                        "reason": "no test fails: x"}
@@ -188,6 +191,26 @@ def test_an_interrupt_keeps_what_was_checked() -> None:
     assert [t.instance_id for t in result.kept] == ["1-ok"] and result.tried == 2
     assert result.stopped == "interrupted after 2 candidates"
     assert "writing the 1 tasks kept so far" in lines[-1]
+
+
+class SlowSource(ListSource):
+    """A check that takes a while, as an image build does."""
+
+    def check(self, task: Task) -> tuple[Task | None, str]:
+        time.sleep(0.35)
+        return super().check(task)
+
+
+def test_a_long_check_reports_while_it_runs(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(heartbeat, "EVERY", 0.1)
+    monkeypatch.setattr(heartbeat, "phase", lambda _task: "building its image")
+    lines: list[str] = []
+    collect(SlowSource([_task("1-ok")]), log=lines.append)
+    beats = [line for line in lines if "still working" in line]
+    assert len(beats) >= 2, lines
+    assert beats[0].startswith("  [1/?] list 1-ok: still working (") and \
+        beats[0].endswith("s: building its image)")
+    assert lines[-1] == "[1/?] list 1-ok: kept (1 F2P, 0 P2P)"  # no beat after the verdict
 
 
 def test_interleave_is_round_robin() -> None:

@@ -176,6 +176,25 @@ def test_failure_summary_keeps_only_the_failing_tests() -> None:
     assert summary == "FAILED tests/test_a.py::test_mean - assert 2.5 == 2"
 
 
+def test_failure_summary_gives_whole_messages_not_pytests_cut_ones() -> None:
+    log = ("_______________________________ TestK.test_b[1] ________________________________\n"
+           "\n    def test_b(self, x):\n>       raise ValueError('a rather long message')\n"
+           "E       ValueError: a rather long message about what went wrong in the computation\n"
+           "\ntests/test_x.py:7: ValueError\n"
+           "=========================== short test summary info ============================\n"
+           "FAILED tests/test_x.py::TestK::test_b[1] - ValueError: a rather long message ...\n"
+           "FAILED tests/test_x.py::test_c - AssertionError: the expected value and the Assert"
+           "ionE...\n")
+    summary = failure_summary(log, ("tests/test_x.py::TestK::test_b[1]",
+                                    "tests/test_x.py::test_c"))
+    assert summary.splitlines() == [
+        "FAILED tests/test_x.py::TestK::test_b[1] - ValueError: a rather long message about "
+        "what went wrong in the computation",
+        "FAILED tests/test_x.py::test_c - AssertionError: the expected value and the ..."]
+    text = failure_statement(("tests/test_x.py::test_c",), {}, "x" * 5000 + "\nlast line")
+    assert "x" * 10 not in text and "last line" in text  # the cut falls between lines
+
+
 def test_failure_statement_shows_the_tests_not_the_fix() -> None:
     files = {"tests/test_a.py": "import m\n\n\nclass TestM:\n    def test_mean(self, n):\n"
                                 "        assert m.mean([1, 2]) == 1.5\n"}
