@@ -49,6 +49,12 @@ class EpisodeRecorder:
         self._file.write(line + "\n")
         self._file.flush()
 
+    def copy(self, events: list[dict[str, Any]]) -> None:
+        """Appends events recorded elsewhere as they were (a branch's steps before its fork)."""
+        for event in events:
+            self._file.write(json.dumps({**event, "copied": True}, default=str) + "\n")
+        self._file.flush()
+
     def close(self) -> None:
         if not self._file.closed:
             self._file.close()

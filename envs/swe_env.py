@@ -9,7 +9,7 @@ from typing import Any, SupportsFloat
 
 import gymnasium as gym
 
-from repogym.envs import pooling
+from repogym.envs import fork, pooling
 from repogym.envs.actions import HOW_TO_CALL, parse_action
 from repogym.envs.grading.grader import GraderConfig, GradingReport
 from repogym.envs.grading.rewards import RewardFn, components, reward_fn, task_similarity
@@ -76,6 +76,8 @@ class SWEEnv(gym.Env[str, Any]):
       ``max_observation_chars`` (1,000,000), ``bash_timeout`` (60 s per command),
       ``output_limit`` (16,000 bytes kept per command).
     - ``record_dir``: write one JSON Lines record per episode there.
+    - ``snapshot_dir``: where :meth:`snapshot` keeps its files (default: a temporary folder of
+      this process, removed when it exits).
     - ``pool_size``: ``None`` (default) shares one pool with every env of this process that
       has the same settings: it keeps one started container ready per image in use, so every
       reset after the first is served warm (a few ms instead of a container start), and a
@@ -110,6 +112,7 @@ class SWEEnv(gym.Env[str, Any]):
         bash_timeout: float = 60.0,
         output_limit: int = 16_000,
         record_dir: str | Path | None = None,
+        snapshot_dir: str | Path | None = None,
         pool_size: int | None = None,
         reuse_containers: bool = True,
         warm_grader: bool = True,
@@ -139,6 +142,8 @@ class SWEEnv(gym.Env[str, Any]):
         self.max_observation_chars = max_observation_chars
         self.bash_timeout, self.output_limit = bash_timeout, output_limit
         self.record_dir = record_dir
+        self.snapshot_dir = Path(snapshot_dir) if snapshot_dir is not None else None
+        self._branched_from: str | None = None
         self.render_mode = render_mode
         self.sandbox_kind = sandbox
         self.run_id = run_id or pooling.run_id()
@@ -181,7 +186,9 @@ class SWEEnv(gym.Env[str, Any]):
         rng_seed = int(self.np_random.integers(2**31))
         import random
 
-        task = pick(self.tasks, options.get("task_id"), random.Random(rng_seed))
+        snap = fork.as_snapshot(options["snapshot"]) if options.get("snapshot") else None
+        task = (fork.task_of(snap, self.tasks) if snap is not None
+                else pick(self.tasks, options.get("task_id"), random.Random(rng_seed)))
         image = self._image(task)
         # the used container goes back to the pool in the same call that takes the next one:
         # the pool resets it in place while this episode runs
@@ -194,9 +201,12 @@ class SWEEnv(gym.Env[str, Any]):
         self.toolbox = Toolbox(self.sandbox, bash_timeout=self.bash_timeout)
         self._episodes += 1
         self._steps, self._obs_chars, self._start = 0, 0, time.monotonic()
-        self._done = False
         obs = self._prompt(self.task)
-        info = {
+        if snap is not None:
+            obs = self._branch(snap)
+        self._branched_from = snap.id if snap is not None else None
+        self._done = False
+        info: dict[str, Any] = {
             "task_id": self.task.instance_id,
             "split": self.task.split,
             "kind": self.task.kind,
@@ -204,15 +214,51 @@ class SWEEnv(gym.Env[str, Any]):
             "tools": TOOL_SCHEMAS,
             "image": self.image.tag,
         }
+        if snap is not None:
+            info.update(snapshot=snap.id, steps=snap.steps)
         if self.record_dir is not None:
             self.recorder = EpisodeRecorder(self.record_dir, self.task.instance_id,
                                             self._episodes, f"{self.run_id}-{id(self):x}")
             self.recorder.write("reset", task_id=self.task.instance_id,
                                 task_hash=self.task.task_hash, seed=seed, observation=obs,
-                                image=self.image.tag, model=self.model)
+                                image=self.image.tag, model=self.model,
+                                fork=snap and {"snapshot": snap.id, "step": snap.steps,
+                                               "parent_record": snap.parent_record,
+                                               "parent_snapshot": snap.parent})
+            if snap is not None:
+                self.recorder.copy(fork.prefix_events(snap))
             info["record"] = str(self.recorder.path)
         self._last_obs = obs
         return obs, info
+
+    def _branch(self, snap: fork.Snapshot) -> str:
+        """Restores a snapshot into the fresh container; returns its last observation."""
+        assert self.sandbox is not None and self.image is not None and self.toolbox is not None
+        try:
+            fork.restore(self.sandbox, snap, self.image.tag)
+        except BaseException:
+            box, self.sandbox, self.toolbox = self.sandbox, None, None
+            self._give_back(box)  # reset in place again, or removed
+            raise
+        self.toolbox.editor.load_history(snap.history)
+        self._steps, self._obs_chars = snap.steps, snap.observation_chars
+        self._start = time.monotonic() - snap.seconds
+        return snap.last_observation
+
+    def snapshot(self) -> fork.Snapshot:
+        """A handle to this episode's state now; ``reset(options={"snapshot": handle})`` starts
+        an episode from it (see :mod:`repogym.envs.fork`). Costs about a verified in-place
+        reset; running processes are not part of it."""
+        if self._done or self.sandbox is None or self.task is None or self.image is None:
+            raise fork.SnapshotError("snapshot() needs an episode in progress: call it after "
+                                     "reset() and before the step that ends the episode")
+        assert self.toolbox is not None
+        counters = {"steps": self._steps, "observation_chars": self._obs_chars,
+                    "seconds": time.monotonic() - self._start, "last_observation": self._last_obs,
+                    "history": self.toolbox.editor.history_state()}
+        record = self.recorder.path if self.recorder is not None else None
+        return fork.take(self.sandbox, self.task, self.image.tag, counters,
+                         self.snapshot_dir or fork.default_dir(), record, self._branched_from)
 
     def _image(self, task: Task) -> BuiltImage:
         """The task's image: built or looked up once per env, then remembered."""

@@ -8,6 +8,7 @@ file that is not UTF-8 writes its other bytes back unchanged.
 
 from __future__ import annotations
 
+import base64
 import posixpath
 import shlex
 from collections.abc import Iterable
@@ -55,6 +56,15 @@ class Editor:
         self.history_depth = history_depth
         # Content before each edit, newest last; None means the file did not exist.
         self._history: dict[str, list[bytes | None]] = {}
+
+    def history_state(self) -> dict[str, list[str | None]]:
+        """The undo history, base64 text per version (None: the file did not exist)."""
+        return {path: [None if v is None else base64.b64encode(v).decode() for v in stack]
+                for path, stack in self._history.items()}
+
+    def load_history(self, state: dict[str, list[str | None]]) -> None:
+        self._history = {path: [None if v is None else base64.b64decode(v) for v in stack]
+                         for path, stack in state.items()}
 
     # -- view ---------------------------------------------------------------------------------
 

@@ -315,6 +315,20 @@ class DockerSandbox:
             if self._shell is not None:
                 self._shell.output_limit = saved
 
+    def run_quiet(self, command: str, timeout: float = 60.0, limit: int = FILE_LIMIT
+                  ) -> ExecResult:
+        """Runs a command of ours in the agent's shell as it is (its PATH, its folder; what it
+        exports persists), with a large output cap: reading and setting the shell's state."""
+        if self._shell is None:
+            raise SandboxError(f"{self.name} is closed")
+        saved = self._shell.output_limit
+        self._shell.output_limit = limit
+        try:
+            return self.run(command, timeout)
+        finally:
+            if self._shell is not None:
+                self._shell.output_limit = saved
+
     def exec(self, argv: list[str], user: str | None = None, timeout: float = 60.0,
              limit: int | None = None) -> ExecResult:
         """One ``docker exec`` outside the shell (``user="root"`` for the harness's own steps).
