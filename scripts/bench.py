@@ -95,7 +95,7 @@ def _cells(r: dict[str, Any]) -> list[str]:
 
 
 def _measured(target: dict[str, Any]) -> str:
-    if "x " in target["goal"] or "faster" in target["goal"]:
+    if ("x " in target["goal"] or "faster" in target["goal"]) and target["ratio"] is not None:
         return f"{target['ratio']:.1f}x"
     return _num(target["median"])
 

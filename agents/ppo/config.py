@@ -56,6 +56,12 @@ class TrainConfig:
     # --- rollouts ---
     episodes_per_update: int = _f(8, "episodes collected per update (tasks x group_size)")
     group_size: int = _f(1, "samples per task; grpo and rloo need at least 2")
+    fork_at: int = _f(
+        0,
+        "draw each group from a shared prefix: play its first K turns once, snapshot the env "
+        "there and start every sample of the group from the snapshot; 0 starts them all from "
+        "the task's start",
+    )
     max_turns: int = _f(10, "cap on policy turns per episode; a capped episode counts as cut")
     max_new_tokens: int = _f(256, "cap on tokens the policy generates in one turn")
     max_context: int = _f(8192, "cap on the whole episode's tokens (prompt, turns, observations)")
@@ -91,7 +97,8 @@ class TrainConfig:
                      "max_new_tokens", "max_context", "update_epochs", "micro_batch_size"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be at least 1, got {getattr(self, name)}")
-        for name in ("save_every", "lora_rank", "minibatch_size", "generation_batch_size"):
+        for name in ("save_every", "lora_rank", "minibatch_size", "generation_batch_size",
+                     "fork_at"):
             if getattr(self, name) < 0:
                 raise ValueError(f"{name} must be >= 0, got {getattr(self, name)}")
         for name, choices in (("advantage", ADVANTAGES), ("truncation", TRUNCATIONS),
@@ -106,6 +113,9 @@ class TrainConfig:
         if self.advantage != "gae" and self.group_size < 2:
             raise ValueError(f"advantage={self.advantage} compares samples of one task: "
                              f"set group_size >= 2 (got {self.group_size})")
+        if self.fork_at and self.group_size < 2:
+            raise ValueError(f"fork_at={self.fork_at} shares a prefix among the samples of a "
+                             f"group: set group_size >= 2 (got {self.group_size})")
         if self.advantage != "gae" and self.truncation == "bootstrap":
             raise ValueError(f"advantage={self.advantage} has no critic to bootstrap from: "
                              "use truncation=mask or advantage=gae")

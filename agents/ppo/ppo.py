@@ -3,6 +3,7 @@
 Each update:
   1. ROLLOUTS   run `episodes_per_update` episodes on `num_envs` environments at once; the
                 policy's sampled ids are kept as they are, observations go in with loss mask 0.
+                With `--fork-at K` a group's samples branch from one shared K-turn prefix.
   2. SCORING    one function (`token_logprobs`) gives the old log-probs, the values and the
                 reference log-probs, with dropout off.
   3. ADVANTAGES token-level GAE over policy tokens only, the reward on the last policy token
@@ -37,6 +38,7 @@ import repogym  # noqa: F401  (registers repogym/SWE-v0)
 from repogym.agents.ppo import toy_env  # noqa: F401  (registers the toy environments)
 from repogym.agents.ppo.chat import ChatFormat
 from repogym.agents.ppo.config import TrainConfig
+from repogym.agents.ppo.fork import collect_forked
 from repogym.agents.ppo.generation import HFGenerator
 from repogym.agents.ppo.policy import Policy, load_policy, resolve_device, token_logprobs
 from repogym.agents.ppo.rollout import EpisodeJob, Limits, Trajectory, collect_rollouts
@@ -370,8 +372,12 @@ def train(config: TrainConfig,
             envs.append(make_env(config, run_dir))
         for update in range(start, config.updates):
             # ---- 1. rollouts ----------------------------------------------------------------
-            rollout = collect_rollouts(envs, generator, chat, episode_jobs(config, update),
-                                       limits, pool)
+            jobs = episode_jobs(config, update)
+            if config.fork_at:  # every sample of a group starts from one shared prefix
+                rollout = collect_forked(envs, generator, chat, jobs, limits, pool,
+                                         config.fork_at)
+            else:
+                rollout = collect_rollouts(envs, generator, chat, jobs, limits, pool)
             logger.trajectories(update, rollout.trajectories)
             metrics = rollout_metrics(rollout.trajectories)
             t_update = time.perf_counter()

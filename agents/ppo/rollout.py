@@ -38,6 +38,7 @@ class EpisodeJob:
     index: int
     seed: int
     group: int
+    fork: Any = None  # a shared prefix to start from (see fork.py): its snapshot and tokens
 
 
 @dataclass
@@ -63,6 +64,7 @@ class Trajectory:
     cut: str = ""  # why the episode stopped early: env_truncated, max_turns or max_context
     final_info: dict[str, Any] = field(default_factory=dict)
     env_record: str = ""  # the environment's own record of this episode (info["record"])
+    fork: dict[str, Any] = field(default_factory=dict)  # the prefix it started from, if any
 
     @property
     def reward(self) -> float:
@@ -95,8 +97,13 @@ class _Episode:
 
 
 def collect_rollouts(envs: Sequence[gym.Env[Any, Any]], generator: Generator, chat: ChatFormat,
-                     jobs: Sequence[EpisodeJob], limits: Limits, pool: Executor) -> Rollout:
-    """Runs every job to its end on the given environments and returns them in job order."""
+                     jobs: Sequence[EpisodeJob], limits: Limits, pool: Executor,
+                     at_end: Callable[[gym.Env[Any, Any], Trajectory], None] | None = None
+                     ) -> Rollout:
+    """Runs every job to its end on the given environments and returns them in job order.
+
+    ``at_end`` sees each episode's env and trajectory as it ends, before the env runs another.
+    """
     rollout = Rollout([])
     queue, free = deque(jobs), list(range(len(envs)))
     pending: dict[Future[Any], _Episode] = {}
@@ -107,7 +114,8 @@ def collect_rollouts(envs: Sequence[gym.Env[Any, Any]], generator: Generator, ch
             job = queue.popleft()
             env = free.pop()
             ep = _Episode(env, Trajectory(job, env=env))
-            pending[pool.submit(_timed, envs[ep.env].reset, seed=job.seed)] = ep
+            options = {"snapshot": job.fork.snapshot} if job.fork is not None else None
+            pending[pool.submit(_timed, envs[ep.env].reset, seed=job.seed, options=options)] = ep
         if not waiting:
             wait(list(pending), return_when=FIRST_COMPLETED)
         for fut in [f for f in pending if f.done()]:
@@ -119,6 +127,8 @@ def collect_rollouts(envs: Sequence[gym.Env[Any, Any]], generator: Generator, ch
             if alive:
                 waiting.append(ep)
             else:
+                if at_end is not None:
+                    at_end(envs[ep.env], ep.traj)
                 rollout.trajectories.append(ep.traj)
                 free.append(ep.env)
         if waiting:
@@ -151,7 +161,12 @@ def _on_reset(ep: _Episode, result: Any, chat: ChatFormat, limits: Limits) -> bo
     obs, info = result
     ep.traj.task_id = str(info.get("task_id", ""))
     ep.traj.env_record = str(info.get("record", ""))
-    ids = chat.prompt_ids(str(obs), info.get("tools"))
+    fork = ep.traj.job.fork
+    if fork is not None:  # the shared prefix, its last observation included, is context
+        ep.traj.fork = fork.describe()
+        ids = list(fork.tokens)
+    else:
+        ids = chat.prompt_ids(str(obs), info.get("tools"))
     if len(ids) >= limits.max_context:
         ep.traj.cut = "max_context"  # no room for a single action: nothing to learn from
         return False

@@ -68,7 +68,7 @@ def trajectory_record(update: int, t: Trajectory) -> dict[str, Any]:
         "env": t.env, "task_id": t.task_id, "reward": t.reward, "resolved": t.resolved,
         "terminated": t.terminated, "cut": t.cut, "tokens": len(t.tokens),
         "policy_tokens": sum(t.policy_mask), "turns": [asdict(turn) for turn in t.turns],
-        "final_info": t.final_info, "env_record": t.env_record,
+        "final_info": t.final_info, "env_record": t.env_record, "fork": t.fork,
     }
 
 

@@ -47,6 +47,10 @@ class ToyTextEnv(gym.Env[str, str]):
     `turns`, `target`, `control`, `record_dir` (one JSON Lines file per episode, like the
     SWE environment's records).
 
+    ## Snapshots
+    `snapshot()` returns the episode's state (a dict); `reset(options={"snapshot": state})`
+    continues from it, as the SWE environment's snapshots do (for tests of `--fork-at`).
+
     ## Info
     `reset`: `task_id`, `split`, `tools`, and `record` (the record file) with `record_dir`.
     Last step: `reward_components` with `resolved` (every
@@ -69,21 +73,35 @@ class ToyTextEnv(gym.Env[str, str]):
         self._written: list[str] = []
         self._task = 0
         self._record: Path | None = None
+        self._last = ""
 
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None
               ) -> tuple[str, dict[str, Any]]:
         super().reset(seed=seed)
         self._written = []
         self._task = int(self.np_random.integers(1000))
+        snap = (options or {}).get("snapshot")
+        parent = None
+        if snap is not None:
+            self._task, self._written, parent = snap["task"], list(snap["written"]), snap["id"]
         task_id = f"toy-{self._task:03d}"
         prompt = f"Task {task_id}: write lowercase letters."
+        obs = snap["observation"] if snap is not None else prompt
         info: dict[str, Any] = {"task_id": task_id, "split": "train", "tools": TOOLS}
         if self.record_dir is not None:
             self.record_dir.mkdir(parents=True, exist_ok=True)
             self._record = self.record_dir / f"{task_id}-{uuid.uuid4().hex[:8]}.jsonl"
-            self._log({"event": "reset", "task_id": task_id, "prompt": prompt})
+            self._log({"event": "reset", "task_id": task_id, "prompt": prompt,
+                       "fork": parent and {"snapshot": parent, "step": len(self._written)}})
             info["record"] = str(self._record)
-        return prompt, info
+        if snap is not None:
+            info["snapshot"] = parent
+        self._last = obs
+        return obs, info
+
+    def snapshot(self) -> dict[str, Any]:
+        return {"id": uuid.uuid4().hex[:8], "task": self._task, "written": list(self._written),
+                "observation": self._last}
 
     def step(self, action: str) -> tuple[str, float, bool, bool, dict[str, Any]]:
         self._written.append(str(action))
@@ -91,6 +109,7 @@ class ToyTextEnv(gym.Env[str, str]):
         info: dict[str, Any] = {}
         reward, terminated = 0.0, turn >= self.turns
         obs = f"Turn {turn} of {self.turns} done."
+        self._last = obs
         if terminated:
             text = self._random_text() if self.control else "".join(self._written)
             reward = score(text, self.target)

@@ -40,9 +40,11 @@ PYTHONS = ("/usr/bin/python3", "/usr/local/bin/python3", "/opt/conda/bin/python3
 NO_PYTHON = 127
 LIMIT = 2 << 30  # bytes of snapshot; the writable mounts hold less
 
-# builtins only: the agent's PATH and functions play no part
-STATE_COMMAND = (r"""printf 'cd -- %q\n' "$PWD"; for __rg_v in $(compgen -e); do """
-                 r"""printf 'export %s=%q\n' "$__rg_v" "${!__rg_v}"; done""")
+# builtins only: the agent's PATH and functions play no part. The shell's saving of the
+# state after a command is turned off: reading the state must not change it (a `cd` back to
+# the same folder sets OLDPWD).
+STATE_COMMAND = (r"""trap - EXIT; printf 'cd -- %q\n' "$PWD"; for __rg_v in $(compgen -e); """
+                 r"""do printf 'export %s=%q\n' "$__rg_v" "${!__rg_v}"; done""")
 
 
 @dataclass(frozen=True)
@@ -147,8 +149,18 @@ def restore_shell(box: DockerSandbox, state: str) -> None:
     """Sets the working folder and exported variables of ``box``'s shell, then checks them."""
     if not state.startswith("cd -- "):
         raise SandboxError(f"not a shell state: {state[:80]!r}")
-    # the folder first (absolute: CDPATH plays no part), then the variables, OLDPWD among them
-    result = box.run_quiet(state)
+    lines = state.splitlines()
+    if not all(line.startswith("export ") for line in lines[1:]):
+        raise SandboxError(f"not a shell state: {state[:80]!r}")
+    # The command writes the shell's state file itself (its usual saving is turned off), and
+    # the shell sources it at the top level: the folder first (absolute: CDPATH plays no
+    # part), then every exported variable unset, so that one the state lacks is gone (OLDPWD
+    # after a `cd`), then the state's variables.
+    body = [lines[0], 'for __rg_v in $(compgen -e); do unset -v "$__rg_v"; done; '
+                      "unset -v __rg_v", *lines[1:]]
+    command = ("trap - EXIT; printf '%s\\n' " + " ".join(shlex.quote(x) for x in body)
+               + ' > "$__rg_state"')
+    result = box.run_quiet(command)
     if result.exit_code != 0:
         raise SandboxError(f"could not restore the shell's state in {box.name}: "
                            f"{result.output[-300:]}")

@@ -70,11 +70,15 @@ def test_a_branch_equals_the_episode_at_the_snapshot(toy_task: Task, toy_image: 
     other = gym.make("repogym/SWE-v0", tasks=[toy_task], record_dir=tmp_path)
     try:
         env.reset(seed=0)
+        fresh, early = _state(env), env.unwrapped.snapshot()  # nothing done yet
+        other.reset(options={"snapshot": early})
+        assert _state(other) == fresh == _state(env)  # taking it changed nothing either
         for action in PREFIX:
             assert env.step(action)[4]["action_error"] is None
         at_snapshot = _state(env)
         snap = env.unwrapped.snapshot()
         assert snap.steps == len(PREFIX) and snap.files_digest == at_snapshot["files"]
+        assert _state(env) == at_snapshot
         env.step({"tool": "bash", "command": "echo later > later.txt && cd /"})  # not in it
         obs, info = other.reset(options={"snapshot": snap.to_dict()})
         assert info["snapshot"] == snap.id and info["steps"] == len(PREFIX)
