@@ -44,3 +44,8 @@ class GradingError(RepogymError):
 
 class ActionError(RepogymError):
     """An action could not be parsed; the env turns it into an observation."""
+
+
+class SetupIncomplete(ImageBuildError):
+    """The setup commands of an image exited 0 but did not install what they asked for
+    (typically: the package index could not be reached and pip said nothing was to do)."""

@@ -6,7 +6,7 @@ import argparse
 import time
 
 from repogym.scripts.common import progress, table, write_json
-from repogym.tasks.images import ensure_base, ensure_image, image_info, image_tag
+from repogym.tasks.images import ensure_base, ensure_image, image_info, image_tag, measure_base
 from repogym.tasks.schema import PYTHON_SUITES, SPLITS
 from repogym.tasks.suite import ALL, load_suite
 
@@ -20,17 +20,43 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                    help="only the images of this split's tasks (default: all)")
     b.add_argument("--json", default=None, help="write results as JSON here (- for stdout)")
     b.set_defaults(func=build)
-    base = isub.add_parser("base", help="build (cached) the base image for a Python version")
-    base.add_argument("--python", default="3.11", choices=sorted(PYTHON_SUITES),
-                      help="the Python version of the base (default: 3.11)")
+    base = isub.add_parser("base", help="build (cached) the base image of Python versions")
+    base.add_argument("--python", default=["3.11"], type=_versions, metavar="VERSIONS",
+                      help=f"a version, several (3.9,3.13) or all ({', '.join(PYTHON_SUITES)}; "
+                           "default: 3.11)")
+    base.add_argument("--measure", action="store_true",
+                      help="build root and base from scratch under throwaway tags and report "
+                           "seconds and sizes (nothing cached is used or replaced)")
+    base.add_argument("--json", default=None, help="write results as JSON here (- for stdout)")
     base.set_defaults(func=build_base)
 
 
+def _versions(text: str) -> list[str]:
+    versions = list(PYTHON_SUITES) if text == "all" else text.split(",")
+    unknown = [v for v in versions if v not in PYTHON_SUITES]
+    if unknown:
+        raise argparse.ArgumentTypeError(
+            f"no base recipe for Python {', '.join(unknown)}: use {', '.join(PYTHON_SUITES)} "
+            "(comma-separated) or all")
+    return versions
+
+
 def build_base(args: argparse.Namespace) -> int:
-    built = ensure_base(args.python, progress=progress)
-    info = image_info(built.tag)
-    state = "cached" if built.cached else f"built in {built.seconds:.0f} s"
-    print(f"{built.tag} ({state}, {info['size'] / 1e6:.0f} MB)")
+    rows: list[dict[str, object]] = []
+    for python in args.python:
+        if args.measure:
+            found = measure_base(python, progress=progress)
+            rows.append(found)
+            print(f"Python {python}: root {found['root_seconds']} s, {found['root_mb']} MB; "
+                  f"base {found['base_seconds']} s, {found['base_mb']} MB")
+            continue
+        built = ensure_base(python, progress=progress)
+        info = image_info(built.tag)
+        state = "cached" if built.cached else f"built in {built.seconds:.0f} s"
+        print(f"{built.tag} ({state}, {info['size'] / 1e6:.0f} MB)")
+        rows.append({"python": python, "tag": built.tag, "cached": built.cached,
+                     "seconds": round(built.seconds, 1), "mb": round(info["size"] / 1e6)})
+    write_json(args.json, rows)
     return 0
 
 

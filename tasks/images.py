@@ -1,15 +1,23 @@
 """Layered images with a content-hash cache.
 
-``base``: a Python with git, bash and pytest, an unprivileged user ``repogym`` and a virtual
-environment at /opt/venv (first on PATH). Taken from ``REPOGYM_BASE_IMAGE`` when the engine has
-it (or can pull it with ``REPOGYM_PULL=1``); otherwise built here with debootstrap and
-``docker import``, which needs no registry at all.
+``base``: a Python with git and bash, an unprivileged user ``repogym`` and an isolated virtual
+environment at /opt/venv (first on PATH) holding pip and a pinned pytest (:data:`TOOLCHAIN`,
+per Python version: it decides grades), both from the package index. The environment sees none
+of the distribution's Python packages: the root image has none (see :mod:`.rootfs`), and the
+venv is not made with ``--system-site-packages``. The root is taken from
+``REPOGYM_BASE_IMAGE`` when the engine has it (or can pull it with ``REPOGYM_PULL=1``);
+otherwise built here with debootstrap and ``docker import``, which needs no registry at all.
 
 ``repo``: the repository at its base commit as one commit at /testbed (no history, refs, reflog
-or remotes), then the task's ``setup`` commands, with network at build time only. One image per
-(repository, commit, environment); an unchanged spec is a cache hit.
+or remotes), then the task's ``setup`` commands, with network at build time only. What the
+setup's pip commands asked for is then checked (:mod:`.installed`): a setup that exits 0 but
+installed nothing fails the build. Then pip, setuptools and wheel leave the environment unless
+asked for or needed (their vendored copies of other projects would otherwise be readable by the
+agent). One image per (repository, commit, environment); an unchanged spec is a cache hit.
 
-``REPOGYM_CA_BUNDLE=/path/ca.pem`` is trusted by every build step (proxies that intercept TLS).
+``REPOGYM_CA_BUNDLE=/path/ca.pem`` is trusted by every build step and is no part of any image:
+each layer is made by running a script in a container and committing it (:mod:`.build`), with
+the bundle present only while the script runs, and tags do not depend on it.
 """
 
 from __future__ import annotations
@@ -18,8 +26,6 @@ import hashlib
 import io
 import json
 import os
-import shutil
-import subprocess
 import tarfile
 import tempfile
 import time
@@ -31,22 +37,34 @@ from typing import Any
 import docker.errors
 
 from repogym.envs.sandbox.client import docker_client
-from repogym.errors import ImageBuildError, SetupFailed
+from repogym.errors import ImageBuildError, SetupFailed, SetupIncomplete
+from repogym.tasks import installed
+from repogym.tasks.build import BUILD_DIR, Layer, build_layer
 from repogym.tasks.repo import export_tree, snapshot
+from repogym.tasks.rootfs import debootstrap, rootfs_tag
 from repogym.tasks.schema import PYTHON_SUITES, Environment, Task
 
 WORKDIR = "/testbed"
 USER = "repogym"
+VENV = "/opt/venv"
 LABEL_SPEC = "org.repogym.spec"
 LABEL_COMMIT = "org.repogym.repo-commit"
 LABEL_USER = "org.repogym.user"
-RECIPE_VERSION = "1"  # the base and root images
-REPO_RECIPE = "2"  # repository images
+RECIPE_VERSION = "2"  # the base images
+REPO_RECIPE = "3"  # repository images
 PRISTINE = "/opt/repogym-pristine"
-DEBOOTSTRAP_PACKAGES = (
-    "python3,python3-venv,python3-pip,python3-pytest,python3-setuptools,python3-wheel,"
-    "git,ca-certificates,procps"
-)
+PIP = "pip==26.0.1"
+# pytest and everything it imports, installed with --no-deps: exactly these, per Python version
+TOOLCHAIN: dict[str, tuple[str, ...]] = {
+    "3.9": ("pytest==8.3.5", "pluggy==1.6.0", "iniconfig==2.1.0", "packaging==25.0",
+            "exceptiongroup==1.3.0", "tomli==2.2.1", "typing_extensions==4.13.2"),
+    "3.11": ("pytest==8.3.5", "pluggy==1.6.0", "iniconfig==2.1.0", "packaging==25.0"),
+    "3.13": ("pytest==8.3.5", "pluggy==1.6.0", "iniconfig==2.1.0", "packaging==25.0"),
+}
+BASE_ENV = (f"PATH={VENV}/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+            f"VIRTUAL_ENV={VENV}", "LANG=C.UTF-8", "PYTHONDONTWRITEBYTECODE=1",
+            "PIP_DISABLE_PIP_VERSION_CHECK=1")
+BUILD_TIMEOUT = float(os.environ.get("REPOGYM_BUILD_TIMEOUT", "3600"))
 Progress = Callable[[str], None]
 
 
@@ -86,11 +104,59 @@ def _has_image(client: Any, tag: str) -> bool:
     return True
 
 
+# What every build script starts with: the CA bundle, when given, is trusted through the
+# environment of this one run (never written where the committed image keeps it), and pip
+# keeps no cache in the image.
+PREAMBLE = f"""set -e
+if [ -s {BUILD_DIR}/ca.pem ]; then
+  cat /etc/ssl/certs/ca-certificates.crt {BUILD_DIR}/ca.pem > {BUILD_DIR}/trust.pem 2>/dev/null \\
+    || cp {BUILD_DIR}/ca.pem {BUILD_DIR}/trust.pem
+  export PIP_CERT={BUILD_DIR}/trust.pem SSL_CERT_FILE={BUILD_DIR}/trust.pem \\
+    REQUESTS_CA_BUNDLE={BUILD_DIR}/trust.pem CURL_CA_BUNDLE={BUILD_DIR}/trust.pem \\
+    GIT_SSL_CAINFO={BUILD_DIR}/trust.pem NODE_EXTRA_CA_CERTS={BUILD_DIR}/ca.pem
+fi
+export PIP_NO_CACHE_DIR=1 PIP_ROOT_USER_ACTION=ignore PIP_DISABLE_PIP_VERSION_CHECK=1
+phase() {{ echo "REPOGYM-PHASE $1"; }}
+"""
+
+
+def _build_files() -> dict[str, bytes]:
+    bundle = ca_bundle()
+    return {f"{BUILD_DIR}/ca.pem": bundle} if bundle else {}
+
+
+def _failed_phase(log: str) -> str:
+    phases = [line.split(" ", 1)[1] for line in log.splitlines()
+              if line.startswith("REPOGYM-PHASE ")]
+    return phases[-1] if phases else ""
+
+
+def _tail(log: str, n: int = 30) -> str:
+    lines = [line for line in log.splitlines() if not line.startswith("REPOGYM-")]
+    return "\n".join(lines[-n:])
+
+
 # --- base ------------------------------------------------------------------------------------
 
 
+def _root_name(python: str) -> str:
+    """The root image's name as configured (REPOGYM_BASE_IMAGE) or built here."""
+    configured = os.environ.get("REPOGYM_BASE_IMAGE", "").format(python=python)
+    if configured:
+        return configured
+    suite = PYTHON_SUITES.get(python)
+    if suite is None:
+        raise ImageBuildError(
+            f"no local recipe for Python {python}: use one of {sorted(PYTHON_SUITES)} or set "
+            "REPOGYM_BASE_IMAGE to an image that has it."
+        )
+    return rootfs_tag(suite)
+
+
 def base_tag(python: str) -> str:
-    return f"repogym/base:py{python}-{_digest(RECIPE_VERSION, python, ca_bundle())}"
+    """Names what the base is: its root, its script and pins (never the CA bundle)."""
+    digest = _digest(RECIPE_VERSION, python, _root_name(python), _base_script(python))
+    return f"repogym/base:py{python}-{digest}"
 
 
 def ensure_base(python: str = "3.11", progress: Progress = print) -> BuiltImage:
@@ -101,8 +167,47 @@ def ensure_base(python: str = "3.11", progress: Progress = print) -> BuiltImage:
     start = time.monotonic()
     root = _root_image(client, python, progress)
     progress(f"building {tag} from {root}")
-    _build(client, tag, _base_dockerfile(root), {"ca.pem": ca_bundle()}, progress)
+    run = build_layer(Layer(image=root, tag=tag, script=_base_script(python),
+                            files=_build_files(), labels={LABEL_USER: USER}, env=BASE_ENV,
+                            workdir=WORKDIR, timeout=BUILD_TIMEOUT), progress)
+    if run.exit_code != 0:
+        raise ImageBuildError(
+            f"building {tag} failed (exit {run.exit_code}) at {_failed_phase(run.log)!r}; "
+            f"its output ends:\n{_tail(run.log)}\nIf the build cannot reach the package index "
+            "(behind a proxy that intercepts TLS), set REPOGYM_CA_BUNDLE=/path/to/ca.pem.")
     return BuiltImage(tag, "", False, time.monotonic() - start)
+
+
+def measure_base(python: str, progress: Progress = print) -> dict[str, Any]:
+    """Builds the root and the base of ``python`` from scratch under throwaway tags (nothing
+    cached is used or replaced) and reports each step's seconds and the images' sizes."""
+    client = docker_client()
+    suite = PYTHON_SUITES.get(python)
+    if suite is None:
+        raise ImageBuildError(f"no local recipe for Python {python}: use one of "
+                              f"{sorted(PYTHON_SUITES)}.")
+    scratch = f"repogym/measure:{suite}-{os.getpid()}"
+    root, base = f"{scratch}-root", f"{scratch}-base"
+    try:
+        start = time.monotonic()
+        debootstrap(suite, root, progress)
+        built = time.monotonic()
+        run = build_layer(Layer(image=root, tag=base, script=_base_script(python),
+                                files=_build_files(), labels={LABEL_USER: USER}, env=BASE_ENV,
+                                workdir=WORKDIR, timeout=BUILD_TIMEOUT), progress)
+        if run.exit_code != 0:
+            raise ImageBuildError(f"building the base failed at {_failed_phase(run.log)!r}:\n"
+                                  f"{_tail(run.log)}")
+        return {"python": python, "root_seconds": round(built - start, 1),
+                "base_seconds": round(run.seconds, 1),
+                "root_mb": round(client.images.get(root).attrs["Size"] / 1e6),
+                "base_mb": round(client.images.get(base).attrs["Size"] / 1e6)}
+    finally:
+        for tag in (base, root):
+            try:
+                client.images.remove(tag)
+            except docker.errors.ImageNotFound:
+                pass
 
 
 def _root_image(client: Any, python: str, progress: Progress) -> str:
@@ -122,70 +227,43 @@ def _root_image(client: Any, python: str, progress: Progress) -> str:
             f"no local recipe for Python {python}: use one of {sorted(PYTHON_SUITES)} or set "
             "REPOGYM_BASE_IMAGE to an image that has it."
         )
-    tag = f"repogym/rootfs:{suite}-{_digest(RECIPE_VERSION, DEBOOTSTRAP_PACKAGES)}"
+    tag = rootfs_tag(suite)
     if not _has_image(client, tag):
-        _debootstrap(suite, tag, progress)
+        debootstrap(suite, tag, progress)
     return tag
 
 
-def _debootstrap(suite: str, tag: str, progress: Progress) -> None:
-    if shutil.which("debootstrap") is None or os.geteuid() != 0:
-        raise ImageBuildError(
-            "building a base image needs debootstrap as root (`apt-get install -y debootstrap`), "
-            "or set REPOGYM_BASE_IMAGE to an image the engine has."
-        )
-    progress(f"debootstrap {suite} (about a minute)")
-    with tempfile.TemporaryDirectory(prefix="repogym-rootfs-") as tmp:
-        rootfs = Path(tmp) / "rootfs"
-        cmd = [
-            "debootstrap",
-            "--variant=minbase",
-            f"--include={DEBOOTSTRAP_PACKAGES}",
-            suite,
-            str(rootfs),
-        ]
-        mirror = os.environ.get("REPOGYM_DEBIAN_MIRROR")
-        if mirror:
-            cmd.append(mirror)
-        proc = subprocess.run(cmd, capture_output=True, text=True)
-        if proc.returncode != 0:
-            raise ImageBuildError(f"debootstrap {suite} failed: {proc.stdout[-1500:]}{proc.stderr}")
-        for junk in (
-            "usr/share/doc",
-            "usr/share/man",
-            "usr/share/info",
-            "var/cache/apt",
-            "var/lib/apt/lists",
-            "usr/share/locale",
-        ):
-            shutil.rmtree(rootfs / junk, ignore_errors=True)
-        tar = subprocess.Popen(["tar", "-C", str(rootfs), "-c", "."], stdout=subprocess.PIPE)
-        imp = subprocess.run(
-            ["docker", "import", "-", tag], stdin=tar.stdout, capture_output=True, text=True
-        )
-        tar.wait()
-        if imp.returncode != 0:
-            raise ImageBuildError(f"docker import failed: {imp.stderr}")
-
-
-def _base_dockerfile(root: str) -> str:
-    return f"""FROM {root}
-COPY ca.pem /tmp/ca.pem
-RUN if [ -s /tmp/ca.pem ]; then \\
-      cp /tmp/ca.pem /usr/local/share/ca-certificates/repogym-extra.crt && \\
-      (update-ca-certificates >/dev/null 2>&1 \\
-       || cat /tmp/ca.pem >> /etc/ssl/certs/ca-certificates.crt); \\
-    fi; rm -f /tmp/ca.pem
-RUN (id -u {USER} >/dev/null 2>&1 || useradd --create-home --uid 1000 --shell /bin/bash {USER}) \\
- && (command -v pytest >/dev/null || python3 -m pip install -q pytest) \\
- && python3 -m venv --system-site-packages /opt/venv \\
- && mkdir -p {WORKDIR} && chown {USER}:{USER} {WORKDIR}
-ENV PATH=/opt/venv/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \\
-    LANG=C.UTF-8 PYTHONDONTWRITEBYTECODE=1 PIP_DISABLE_PIP_VERSION_CHECK=1 \\
-    PIP_CERT=/etc/ssl/certs/ca-certificates.crt SSL_CERT_FILE=/etc/ssl/certs/ca-certificates.crt \\
-    REQUESTS_CA_BUNDLE=/etc/ssl/certs/ca-certificates.crt
-LABEL {LABEL_USER}="{USER}"
-WORKDIR {WORKDIR}
+def _base_script(python: str) -> str:
+    pins = TOOLCHAIN.get(python)
+    if pins is None:
+        raise ImageBuildError(f"no pinned pytest for Python {python}: use one of "
+                              f"{sorted(TOOLCHAIN)}, or give the task an environment.image.")
+    ensurepip = "import ensurepip, os; print(os.path.dirname(ensurepip.__file__))"
+    return PREAMBLE + f"""
+phase user
+id -u {USER} >/dev/null 2>&1 || useradd --create-home --uid 1000 --shell /bin/bash {USER}
+phase venv
+PY=$(command -v python3 || command -v python)
+bundled="$("$PY" -c '{ensurepip}' 2>/dev/null || true)/_bundled"
+# an isolated venv: the interpreter's own site packages (Debian's dist-packages) stay out
+"$PY" -m venv --without-pip {VENV}
+# pip is started from the wheel venv would use, then replaced by the pinned one
+wheel=$(ls /usr/share/python-wheels/pip-*.whl "$bundled"/pip-*.whl 2>/dev/null | head -n 1)
+if [ -z "$wheel" ]; then
+  echo "no pip wheel to start from: the root image needs python3-venv (or ensurepip)" >&2
+  exit 1
+fi
+phase pip
+{VENV}/bin/python "$wheel/pip" install -q --no-warn-script-location {PIP}
+phase pytest
+{VENV}/bin/python -m pip install -q --no-deps {" ".join(pins)}
+{VENV}/bin/python -m pip check
+{VENV}/bin/pytest --version
+phase finish
+# the wheels that venvs start pip from hold pip's vendored libraries: gone with their use
+rm -rf /usr/share/python-wheels "$bundled"
+mkdir -p {WORKDIR} && chown {USER}:{USER} {WORKDIR}
+rm -rf {BUILD_DIR}
 """
 
 
@@ -193,7 +271,8 @@ WORKDIR {WORKDIR}
 
 
 def image_spec(task: Task) -> dict[str, Any]:
-    """What decides a repository image: repository, commit, environment."""
+    """What decides a repository image: repository, commit, environment, and the base it
+    starts from (never the CA bundle: the same suite is the same images with or without)."""
     env = task.environment
     return {
         "recipe": REPO_RECIPE,
@@ -201,8 +280,8 @@ def image_spec(task: Task) -> dict[str, Any]:
         "commit": task.base_commit,  # names the content: the source's path does not matter
         "python": env.python,
         "image": env.image,
+        "base": None if env.image else base_tag(env.python),
         "setup": list(env.setup),
-        "ca": _digest(ca_bundle()),
     }
 
 
@@ -237,77 +316,73 @@ def ensure_image(task: Task, progress: Progress = print) -> BuiltImage:
         export_tree(task.source, task.base_commit, tree)
         commit = snapshot(tree)
         progress(f"building {tag} ({task.repo} at {task.base_commit[:12]})")
-        files = {"testbed.tar": _tar_folder(tree), "ca.pem": ca_bundle()}
-        _build(
-            client,
-            tag,
-            _repo_dockerfile(root, task.environment, commit, image_spec(task)),
-            files,
-            progress,
-        )
+        wanted = installed.pip_requests(task.environment.setup, WORKDIR)
+        files = {**_build_files(), f"{BUILD_DIR}/wanted.json": json.dumps(wanted).encode(),
+                 f"{BUILD_DIR}/installed.py": Path(installed.__file__).read_bytes()}
+        labels = {LABEL_COMMIT: commit, LABEL_SPEC: _digest(image_spec(task)), LABEL_USER: USER}
+        run = build_layer(Layer(
+            image=root, tag=tag, script=_repo_script(task.environment), files=files,
+            archives=(("/", _tar_folder(tree, WORKDIR.lstrip("/"))),), labels=labels,
+            workdir=WORKDIR, timeout=BUILD_TIMEOUT), progress)
+    if run.exit_code != 0:
+        _raise_for(tag, run.exit_code, run.log)
     return BuiltImage(tag, commit, False, time.monotonic() - start)
 
 
-def _repo_dockerfile(root: str, env: Environment, commit: str, spec: dict[str, Any]) -> str:
+def _raise_for(tag: str, code: int, log: str) -> None:
+    phase = _failed_phase(log)
+    if phase == "setup":
+        raise SetupFailed(f"building {tag} failed: a setup command returned a non-zero code "
+                          f"({code}); its output ends:\n{_tail(log)}")
+    if phase == "check":
+        found = [json.loads(line.split(" ", 1)[1]) for line in log.splitlines()
+                 if line.startswith("REPOGYM-MISSING ")]
+        if found:
+            raise SetupIncomplete(installed.missing_message(tag, found[-1], log))
+    raise ImageBuildError(f"building {tag} failed (exit {code}) at {phase or 'start'!r}; its "
+                          f"output ends:\n{_tail(log)}")
+
+
+def _repo_script(env: Environment) -> str:
     setup = " && ".join(f"({cmd})" for cmd in env.setup) or "true"
-    return f"""FROM {root}
-USER root
-COPY ca.pem /tmp/ca.pem
-RUN if [ -s /tmp/ca.pem ]; then cat /tmp/ca.pem >> /etc/ssl/certs/ca-certificates.crt; fi; \\
-    rm -f /tmp/ca.pem; (id -u {USER} >/dev/null 2>&1 || useradd -m -u 1000 {USER}); \\
-    mkdir -p {WORKDIR}
-ADD testbed.tar {WORKDIR}
-WORKDIR {WORKDIR}
-RUN git config --system --add safe.directory {WORKDIR} && {setup}
-RUN git config --system --add safe.directory {WORKDIR} \\
- && git -C {WORKDIR} reflog expire --expire=now --all && git -C {WORKDIR} gc -q --prune=now \\
- && test "$(git -C {WORKDIR} rev-list --all | wc -l)" = 1 \\
- && chown -R {USER}:{USER} {WORKDIR} \\
- && mkdir -p {PRISTINE} && cp -a {WORKDIR} {PRISTINE}/testbed \\
- && cp -a /home/{USER} {PRISTINE}/home && chmod 700 {PRISTINE}
-LABEL {LABEL_COMMIT}="{commit}" {LABEL_SPEC}="{_digest(spec)}" {LABEL_USER}="{USER}"
+    # in repogym's own environment the build tools leave (see the module docstring); an image
+    # of the task's own is left as it is
+    prune = "" if env.image else f'"$PY" {BUILD_DIR}/installed.py prune {BUILD_DIR}/wanted.json'
+    return PREAMBLE + f"""
+phase user
+id -u {USER} >/dev/null 2>&1 || useradd -m -u 1000 {USER}
+git config --system --add safe.directory {WORKDIR}
+cd {WORKDIR}
+phase setup
+set +e  # the commands run as written: a failure inside one is theirs to stop on or not
+( {setup} )
+status=$?
+set -e
+[ "$status" = 0 ] || exit "$status"
+phase check
+PY=$(command -v python || command -v python3 || true)
+if [ -n "$PY" ] && "$PY" -c 'import importlib.metadata' 2>/dev/null; then
+  "$PY" {BUILD_DIR}/installed.py check {BUILD_DIR}/wanted.json
+  {prune}
+else
+  echo "repogym: no Python 3.8+ on PATH: what setup installed is not checked"
+fi
+phase finish
+git -C {WORKDIR} reflog expire --expire=now --all && git -C {WORKDIR} gc -q --prune=now
+test "$(git -C {WORKDIR} rev-list --all | wc -l)" = 1
+chown -R {USER}:{USER} {WORKDIR}
+mkdir -p {PRISTINE} && cp -a {WORKDIR} {PRISTINE}/testbed
+cp -a /home/{USER} {PRISTINE}/home && chmod 700 {PRISTINE}
+rm -rf {BUILD_DIR}
 """
 
 
-def _tar_folder(folder: Path) -> bytes:
+def _tar_folder(folder: Path, prefix: str) -> bytes:
     buf = io.BytesIO()
     with tarfile.open(fileobj=buf, mode="w") as tar:
         for child in sorted(folder.iterdir()):
-            tar.add(str(child), arcname=child.name)
+            tar.add(str(child), arcname=f"{prefix}/{child.name}")
     return buf.getvalue()
-
-
-def _build(
-    client: Any, tag: str, dockerfile: str, files: dict[str, bytes], progress: Progress
-) -> None:
-    buf = io.BytesIO()
-    with tarfile.open(fileobj=buf, mode="w") as tar:
-        for name, data in {"Dockerfile": dockerfile.encode(), **files}.items():
-            info = tarfile.TarInfo(name)
-            info.size = len(data)
-            tar.addfile(info, io.BytesIO(data))
-    buf.seek(0)
-    log: list[str] = []
-    try:
-        for chunk in client.api.build(
-            fileobj=buf,
-            custom_context=True,
-            tag=tag,
-            rm=True,
-            forcerm=True,
-            decode=True,
-            network_mode="bridge",
-        ):
-            if "error" in chunk:
-                error = SetupFailed if "returned a non-zero code" in chunk["error"] else (
-                    ImageBuildError)
-                raise error(
-                    f"building {tag} failed: {chunk['error'].strip()}\n" + "".join(log[-30:])
-                )
-            if "stream" in chunk:
-                log.append(chunk["stream"])
-    except docker.errors.APIError as exc:
-        raise ImageBuildError(f"building {tag} failed: {exc}") from exc
 
 
 def image_info(tag: str) -> dict[str, Any]:

@@ -1,0 +1,164 @@
+"""One image layer made by running a script in a container and committing it.
+
+``docker build`` would bake every file it is given into some layer, so a CA bundle handed to a
+build would end up in the image (and, through the build context, in what decides its id).
+Here the build-only files (the CA bundle, the setup checker) are copied into the container
+under :data:`BUILD_DIR`, the script removes that folder before it exits, and only what is left
+is committed: the image holds none of it, whatever CA was used. The committed image gets
+exactly the configuration asked for (labels, environment, working folder): nothing of the
+build container's own (its owner labels) leaks into containers later started from it.
+"""
+
+from __future__ import annotations
+
+import io
+import tarfile
+import time
+import uuid
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import docker.errors
+
+from repogym.envs.sandbox.client import UNREACHABLE, docker_client
+from repogym.envs.sandbox.owners import owner_labels
+from repogym.errors import DockerUnavailable, ImageBuildError
+
+BUILD_DIR = "/run/repogym-build"  # build-only files; the script removes it before exiting
+LABEL_BUILD = "org.repogym.role"
+Progress = Callable[[str], None]
+
+
+@dataclass(frozen=True)
+class Layer:
+    """What to run on top of ``image`` and what the committed image is."""
+
+    image: str  # the image to start from
+    tag: str  # where the result is committed
+    script: str  # run by bash as root; it must remove BUILD_DIR before it exits
+    files: Mapping[str, bytes] = field(default_factory=dict)  # absolute path -> content
+    archives: tuple[tuple[str, bytes], ...] = ()  # (folder, tar) unpacked there before the run
+    labels: Mapping[str, str] = field(default_factory=dict)  # added to the image's own
+    env: tuple[str, ...] = ()  # NAME=value set in the committed image (the build sees them too)
+    workdir: str = "/"
+    timeout: float = 3600.0  # seconds the script may run
+
+    def __post_init__(self) -> None:
+        if self.timeout <= 0:
+            raise ValueError(f"timeout={self.timeout}: give a positive number of seconds.")
+        outside = [p for p in self.files if not p.startswith("/")]
+        if outside:
+            raise ValueError(f"files {outside}: give absolute paths.")
+
+
+@dataclass(frozen=True)
+class LayerRun:
+    """How the script ended (the image is committed only when ``exit_code`` is 0)."""
+
+    exit_code: int
+    log: str
+    seconds: float
+
+
+def build_layer(layer: Layer, progress: Progress = print) -> LayerRun:
+    """Runs ``layer.script`` in a fresh container of ``layer.image`` (with network) and, when
+    it exits 0, commits the container as ``layer.tag``. The container is always removed."""
+    client = docker_client()
+    start = time.monotonic()
+    try:
+        base = client.images.get(layer.image)
+    except docker.errors.ImageNotFound as exc:
+        raise ImageBuildError(f"cannot build {layer.tag}: image {layer.image} is missing") from exc
+    container = None
+    try:
+        container = client.containers.create(
+            layer.image, command=["bash", "-c", layer.script], user="0",
+            working_dir=layer.workdir, environment=list(layer.env), network_mode="bridge",
+            labels=build_labels(),
+            name=f"repogym-build-{uuid.uuid4().hex[:10]}")
+        if layer.files:
+            container.put_archive("/", _tar(layer.files))
+        for folder, archive in layer.archives:
+            container.put_archive(folder, archive)
+        container.start()
+        exit_code = _wait(container, layer)
+        log = container.logs(stdout=True, stderr=True).decode("utf-8", "replace")
+        if exit_code == 0:
+            _commit(container, base, layer)
+        return LayerRun(exit_code, log, time.monotonic() - start)
+    except UNREACHABLE as exc:
+        raise DockerUnavailable(f"building {layer.tag}: {exc}") from exc
+    except docker.errors.APIError as exc:
+        raise ImageBuildError(f"building {layer.tag} failed: {exc}") from exc
+    finally:
+        if container is not None:
+            _remove(container)
+
+
+def build_labels() -> dict[str, str]:
+    """The build container's labels: its owner, so a crashed build's container is removed by
+    ``repogym doctor --cleanup`` like any other."""
+    return {**owner_labels(), LABEL_BUILD: "build"}
+
+
+def _wait(container: Any, layer: Layer) -> int:
+    try:
+        return int(container.wait(timeout=layer.timeout)["StatusCode"])
+    except UNREACHABLE as exc:
+        if not _running(container):
+            raise
+        container.kill()
+        tail = container.logs(tail=30).decode("utf-8", "replace")
+        raise ImageBuildError(
+            f"building {layer.tag} ran over {layer.timeout:.0f} s and was stopped; its output "
+            f"ends:\n{tail}") from exc
+
+
+def _running(container: Any) -> bool:
+    try:
+        container.reload()
+    except docker.errors.DockerException:
+        return False
+    return bool(container.attrs.get("State", {}).get("Running"))
+
+
+def _commit(container: Any, base: Any, layer: Layer) -> None:
+    """Commits with an explicit configuration. The engine adds the build container's own
+    labels to the image's, and containers started from an image inherit its labels: the
+    owner labels are blanked (a blank owner is never taken for a dead one, see
+    :mod:`repogym.envs.sandbox.owners`), so no later container passes for this build's."""
+    config = base.attrs.get("Config") or {}
+    env = _merge_env(config.get("Env") or [], layer.env)
+    repository, _, tag = layer.tag.rpartition(":")
+    blank = {key: "" for key in build_labels()}
+    container.commit(repository=repository, tag=tag, conf={
+        "Labels": {**blank, **(config.get("Labels") or {}), **layer.labels},
+        "Env": env,
+        "Cmd": config.get("Cmd") or ["bash"],
+        "Entrypoint": config.get("Entrypoint"),
+        "WorkingDir": layer.workdir,
+        "User": config.get("User") or "",
+    })
+
+
+def _merge_env(image: list[str], extra: tuple[str, ...]) -> list[str]:
+    names = {item.split("=", 1)[0] for item in extra}
+    return [item for item in image if item.split("=", 1)[0] not in names] + list(extra)
+
+
+def _remove(container: Any) -> None:
+    try:
+        container.remove(force=True)
+    except docker.errors.NotFound:
+        pass
+
+
+def _tar(files: Mapping[str, bytes]) -> bytes:
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w") as tar:
+        for path, data in sorted(files.items()):
+            info = tarfile.TarInfo(path.lstrip("/"))
+            info.size, info.mode, info.mtime = len(data), 0o644, int(time.time())
+            tar.addfile(info, io.BytesIO(data))
+    return buf.getvalue()
