@@ -340,10 +340,18 @@ def _collect_into(result: Collected, source: TaskSource, max_candidates: int | N
 
 
 def default_deriver(runs: int) -> Deriver:
-    """``repogym.tasks.validate.derive_lists`` with ``runs`` runs per side."""
+    """A candidate whose image already holds its gold code is rejected (see ``.leak``); the
+    others go to ``repogym.tasks.validate.derive_lists`` with ``runs`` runs per side."""
     from repogym.tasks.validate import derive_lists
 
+    from .leak import leak_guard
+
+    guard = leak_guard()
+
     def derive(task: Task) -> tuple[Task | None, str]:
+        leak = guard(task)
+        if leak is not None:
+            return None, leak
         return derive_lists(task, runs=runs)
 
     return derive

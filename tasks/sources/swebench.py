@@ -113,11 +113,14 @@ class SwebenchSource:
     shares_sources = True  # tasks point at the shared mirrors; suites do not copy them
 
     def __init__(self, options: SwebenchOptions, common: SourceOptions) -> None:
+        from .leak import leak_guard
+
         self.options, self.common = options, common
         self.overrides = load_specs(options.env) if options.env else {}
         self.mirrors = Mirrors(options.repos, options.clone)
         self.pull = pull_allowed(options.pull)
         self._retry: dict[str, tuple[dict[str, Any], Path | None, list[str]]] = {}
+        self.guard = leak_guard()
 
     def candidates(self) -> Iterator[Candidate]:
         wanted = set(self.options.instances)
@@ -230,6 +233,9 @@ class SwebenchSource:
             return task, "not validated (--no-validate)"
         from repogym.tasks.validate import validate_task
 
+        leak = self.guard(task)
+        if leak is not None:
+            return None, leak
         if not task.FAIL_TO_PASS:  # R2E-Gym and hand-made rows: measure the lists first
             from repogym.tasks.validate import derive_lists
 

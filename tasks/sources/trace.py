@@ -225,8 +225,8 @@ def _target(module: str, qualname: str, occurrence: int,
 
 def record_cases(task: Task, config: TraceConfig | None = None) -> tuple[Task | None, str]:
     """The task with ``reference["cases"]`` recorded in Docker (see the module docstring),
-    or the task unchanged and why no case could be recorded, or None when the image already
-    holds the removed code elsewhere (a vendored copy the agent could import)."""
+    or the task unchanged and why no case could be recorded. (A task whose image holds the
+    removed code elsewhere never gets here: see :mod:`.leak`.)"""
     from repogym.envs.grading.grader import PYTEST_PARSERS, Grader
     from repogym.envs.sandbox.base import SandboxConfig
     from repogym.envs.sandbox.docker import DockerSandbox
@@ -272,9 +272,6 @@ class _Recording:
     def run(self) -> tuple[Task | None, str]:
         from repogym.errors import TaskError
 
-        copies = self.copies()
-        if copies:
-            return None, f"the image already holds the removed code: {copies[:3]}"
         self.box.put_files({"repogym-grade/gold.patch": self.task.patch.encode()}, "/opt")
         text = self.root("cd /testbed && git apply --binary --whitespace=nowarn "
                          "/opt/repogym-grade/gold.patch >/dev/null 2>&1 && echo APPLIED && "
@@ -299,17 +296,6 @@ class _Recording:
         note = (f"{len(cases)} cases over {len(functions)} of {len(targets)} functions "
                 f"({counts['trace']} traced, {counts['hypothesis']} generated)")
         return self.task.with_(reference={**self.ref, "cases": recorded}), note
-
-    def copies(self) -> list[str]:
-        """Files of the image, before the reference is put back, that hold its most telling
-        lines: another copy (say, vendored by some package) the agent could simply import."""
-        lines = telling_lines(self.ref.get("source", ""))
-        if not lines:
-            return []
-        command = ("grep -rlIFsZ --exclude-dir=proc --exclude-dir=sys --exclude-dir=dev -e "
-                   f"{shlex.quote(lines[0])} / | xargs -0 -r grep -lFs -e "
-                   f"{shlex.quote(lines[-1])}")
-        return self.root(command, timeout=600).split()
 
     def trace(self, targets: list[TargetFunction]) -> dict[str, list[dict[str, Any]]]:
         """Runs the tests the removal breaks with the tracer on; the calls it saw, by key."""
@@ -379,29 +365,6 @@ class _Recording:
                     outcome != ["raise", "builtins.NotImplementedError"]:
                 valid.append({**case, "expect": outcome})
         return select_cases(valid, c)
-
-
-def telling_lines(source: str, count: int = 2) -> list[str]:
-    """The longest lines of code (not docstrings, not signatures) of removed definitions."""
-    import textwrap
-
-    try:
-        tree = ast.parse(textwrap.dedent(source))
-    except SyntaxError:
-        return []
-    text = textwrap.dedent(source).splitlines()
-    found: set[str] = set()
-    for node in ast.walk(tree):
-        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
-            body = node.body[1:] if ast.get_docstring(node) is not None else node.body
-            for stmt in body:
-                if isinstance(stmt, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
-                    continue
-                end = stmt.end_lineno or stmt.lineno
-                found.update(line.strip() for line in text[stmt.lineno - 1:end])
-    ranked = sorted((x for x in found if len(x) >= 16 and not x.startswith("#")),
-                    key=lambda x: (-len(x), x))
-    return ranked[:count]
 
 
 def select_cases(valid: list[dict[str, Any]], config: TraceConfig) -> list[dict[str, Any]]:

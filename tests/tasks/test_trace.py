@@ -268,12 +268,6 @@ def test_selection_keeps_traced_cases_and_prefers_new_generated_outcomes() -> No
     assert [c["expect"] for c in kept if c["fn"] == "g"] == [["return", 3]]
 
 
-def test_telling_lines_are_code_not_docstrings() -> None:
-    source = 'def f(x):\n    """A long docstring line that is not code."""\n' \
-             '    total = sum(v * v for v in x)\n    return total\n'
-    assert trace.telling_lines(source) == ["total = sum(v * v for v in x)"]
-
-
 # --- in Docker: a module-granularity task -----------------------------------------------------
 
 LEGACY = textwrap.dedent('''\
@@ -306,14 +300,22 @@ def shapes_source(tmp_path_factory: pytest.TempPathFactory) -> Any:
     if not docker_available():
         # CI must prove the real thing ran: there a missing engine fails
         (pytest.fail if os.environ.get("CI") else pytest.skip)("needs a Docker engine")
-    root = tmp_path_factory.mktemp("shapes") / "shapes"
-    (root / "legacy").mkdir(parents=True)
-    (root / "shapes.py").write_text(SHAPES)
-    (root / "test_shapes.py").write_text(SHAPES_TESTS)
-    (root / "legacy" / "boxes.py").write_text(LEGACY)
-    work = WorkRepo.create(root, root.parent / "work")
+    works: dict[bool, WorkRepo] = {}
 
-    def source(granularity: str) -> ReplicationSource:
+    def repository(legacy: bool) -> WorkRepo:
+        if legacy not in works:
+            root = tmp_path_factory.mktemp("shapes") / "shapes"
+            root.mkdir()
+            (root / "shapes.py").write_text(SHAPES)
+            (root / "test_shapes.py").write_text(SHAPES_TESTS)
+            if legacy:  # a copy of Box.grow the agent could take: every task with it leaks
+                (root / "legacy").mkdir()
+                (root / "legacy" / "boxes.py").write_text(LEGACY)
+            works[legacy] = WorkRepo.create(root, root.parent / "work")
+        return works[legacy]
+
+    def source(granularity: str, legacy: bool = False) -> ReplicationSource:
+        work = repository(legacy)
         return ReplicationSource(work, ReplicationOptions(work.path, granularity=granularity,
                                                           min_lines=1),
                                  SourceOptions(runs=1), Environment(), log=lambda _m: None)
@@ -352,8 +354,9 @@ def test_module_task_gives_per_function_partial_credit(shapes_source: Any) -> No
 @pytest.mark.docker
 @pytest.mark.slow
 def test_a_task_whose_image_holds_another_copy_is_rejected(shapes_source: Any) -> None:
-    source = shapes_source("function")
+    source = shapes_source("function", legacy=True)
     target = next(t for t in source.targets() if t.qualname == "Box.grow")
     task, reason = source.check(source.materialize(target))
     assert task is None
-    assert "already holds the removed code" in reason and "legacy/boxes.py" in reason
+    assert reason.startswith("leak: the image already holds the gold code")
+    assert "/testbed/legacy/boxes.py::OldBox.grow (exact" in reason
