@@ -14,13 +14,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from repogym.tasks import images
 from repogym.tasks.images import LABEL_COMMIT, LABEL_SPEC, image_tag
 from repogym.tasks.suite import BUILTIN, load_suite
 
 TASK_KINDS = ("repo", "layer")  # images made for tasks; base and rootfs are shared by all
 KINDS = ("base", "rootfs", *TASK_KINDS, "untagged")
-HOST_CA_BUNDLE = "/etc/ssl/certs/ca-certificates.crt"  # what the Makefile points builds at
 
 
 @dataclass(frozen=True)
@@ -73,31 +71,17 @@ def disk_use(client: Any, images: Iterable[Image]) -> int:
 
 
 def needed_tags(suites: Iterable[str | Path]) -> set[str]:
-    """The task images the tasks of ``suites`` use (built or not), under every CA bundle
-    setting they may have been built with: the Makefile sets ``REPOGYM_CA_BUNDLE``, a shell
-    may not, and a clean-up must not take a suite's images for another setting's leftovers."""
+    """The task images the tasks of ``suites`` use (built or not). The CA bundle is no part
+    of a tag, so one tag per task covers builds with and without ``REPOGYM_CA_BUNDLE``."""
     from repogym.tasks.layer import layered_tag
 
     tags = set()
     for suite in suites:
         for task in load_suite(suite):
-            tags.update(_tags_for_every_ca(task))
+            tags.add(image_tag(task))
             if task.environment.image:  # a dataset's image: the layer made on it
                 tags.update(_layered(task, layered_tag))
     return tags
-
-
-def _tags_for_every_ca(task: Any) -> set[str]:
-    prefix = image_tag(task).rsplit("-", 1)[0]
-    return {f"{prefix}-{images._digest({**images.image_spec(task), 'ca': images._digest(ca)})}"
-            for ca in _ca_bundles()}
-
-
-def _ca_bundles() -> list[bytes]:
-    found = [b"", images.ca_bundle()]
-    if Path(HOST_CA_BUNDLE).is_file():
-        found.append(Path(HOST_CA_BUNDLE).read_bytes())
-    return found
 
 
 def _layered(task: Any, layered_tag: Any) -> set[str]:

@@ -377,12 +377,41 @@ rm -rf {BUILD_DIR}
 """
 
 
-def _tar_folder(folder: Path, prefix: str) -> bytes:
+def _tar_folder(folder: Path, prefix: str = "") -> bytes:
+    """The folder's contents as a tar, under ``prefix/`` when given."""
     buf = io.BytesIO()
     with tarfile.open(fileobj=buf, mode="w") as tar:
         for child in sorted(folder.iterdir()):
-            tar.add(str(child), arcname=f"{prefix}/{child.name}")
+            tar.add(str(child), arcname=f"{prefix}/{child.name}" if prefix else child.name)
     return buf.getvalue()
+
+
+def _build(
+    client: Any, tag: str, dockerfile: str, files: dict[str, bytes], progress: Progress
+) -> None:
+    """``docker build`` of a Dockerfile and files, for layers that need neither network nor
+    the CA bundle (see :mod:`.layer`): everything given here is part of the image."""
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w") as tar:
+        for name, data in {"Dockerfile": dockerfile.encode(), **files}.items():
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+    buf.seek(0)
+    log: list[str] = []
+    try:
+        for chunk in client.api.build(fileobj=buf, custom_context=True, tag=tag, rm=True,
+                                      forcerm=True, decode=True, network_mode="bridge"):
+            if "error" in chunk:
+                error = SetupFailed if "returned a non-zero code" in chunk["error"] else (
+                    ImageBuildError)
+                raise error(
+                    f"building {tag} failed: {chunk['error'].strip()}\n" + "".join(log[-30:])
+                )
+            if "stream" in chunk:
+                log.append(chunk["stream"])
+    except docker.errors.APIError as exc:
+        raise ImageBuildError(f"building {tag} failed: {exc}") from exc
 
 
 def image_info(tag: str) -> dict[str, Any]:
