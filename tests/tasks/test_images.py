@@ -5,6 +5,7 @@ of an image (neither its tag nor its content)."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import textwrap
@@ -160,7 +161,17 @@ def _run(image: str, *argv: str, user: str = "repogym") -> str:
     return proc.stdout
 
 
+@pytest.fixture
+def index_reachable(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Builds that reach the package index trust the host's CA bundle, as under the Makefile
+    (behind a proxy that intercepts TLS they fail without it)."""
+    host = Path("/etc/ssl/certs/ca-certificates.crt")
+    if not os.environ.get("REPOGYM_CA_BUNDLE") and host.is_file():
+        monkeypatch.setenv("REPOGYM_CA_BUNDLE", str(host))
+
+
 @pytest.mark.docker
+@pytest.mark.usefixtures("index_reachable")
 def test_the_agent_sees_no_copy_of_the_package_but_its_own(tmp_path: Path) -> None:
     root = _repo(tmp_path / f"more-itertools-{uuid.uuid4().hex[:6]}", PACKAGE_FILES)
     image = ensure_image(_task(root, ("python -m pip install -e .",)), progress=lambda _m: None)
@@ -210,6 +221,7 @@ def test_the_ca_bundle_is_used_at_build_time_only(tmp_path: Path,
 
 @pytest.mark.docker
 @pytest.mark.slow
+@pytest.mark.usefixtures("index_reachable")
 @pytest.mark.parametrize("python", ["3.9", "3.13"])
 def test_every_base_runs_plain_pytest(tmp_path: Path, python: str) -> None:
     """The 3.9 base once had no ``pytest`` command (#25): each base has it, pinned."""
