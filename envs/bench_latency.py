@@ -14,6 +14,8 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+import gymnasium as gym
+
 from repogym.envs.bench_core import (
     Context,
     Row,
@@ -26,6 +28,7 @@ from repogym.envs.bench_core import (
     timed,
     wait_for,
 )
+from repogym.envs.registration import ENV_ID
 from repogym.envs.sandbox import owners
 from repogym.envs.sandbox.base import LABEL_RUN
 from repogym.envs.sandbox.client import docker_client
@@ -181,7 +184,7 @@ def _default_resets(ctx: Context, n: int) -> tuple[list[float], list[float], str
     """The settings a user gets without arguments: ``n`` resets after an episode that lasts
     as long as the in-place reset of the last container takes (any agent's does), then ``n``
     back to back (one step between resets), where each reset waits for that in-place reset."""
-    env = make_env(ctx)  # the suite's task and nothing else
+    env: Any = gym.make(ENV_ID, tasks=[ctx.task])  # the task and nothing else
     paced: list[float] = []
     tight: list[float] = []
     try:

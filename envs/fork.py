@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import atexit
 import json
+import multiprocessing.util
 import os
 import shutil
 import tempfile
@@ -112,6 +113,8 @@ def default_dir() -> Path:
         folder = Path(tempfile.mkdtemp(prefix=f"repogym-snapshots-{pid}-"))
         _default_dir[pid] = folder
         atexit.register(_remove_own, pid, folder)
+        # a multiprocessing worker (an async vector env's) ends without running atexit
+        multiprocessing.util.Finalize(None, _remove_own, args=(pid, folder), exitpriority=1)
     return _default_dir[pid]
 
 
