@@ -66,6 +66,14 @@ class SWEEnv(gym.Env[str, Any]):
     time or ``max_observation_chars`` characters of observations are used up
     (``info["truncation"]`` says which); a truncated episode is not graded.
 
+    ## Snapshots
+    ``env.unwrapped.snapshot()`` returns a :class:`~repogym.envs.fork.Snapshot` of the episode
+    in progress (files, the shell's folder and exported variables, steps and budgets used, the
+    file tools' undo history, the record so far); ``reset(options={"snapshot": handle})``
+    starts an episode from it, here or in another env, and returns its last observation
+    (``info["snapshot"]``, ``info["steps"]``). Taking one or branching costs about a verified
+    in-place reset. Running processes are not carried over. Each branch is graded on its own.
+
     ## Arguments
     - ``suite``: a built-in suite name (``"demo"``, ``"adversarial"``), a ``.jsonl`` file or a
       suite folder. ``tasks``: a list of :class:`~repogym.tasks.schema.Task` instead.
