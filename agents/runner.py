@@ -63,7 +63,7 @@ class EvalConfig:
     retries: int = 2  # retries of an episode after an infrastructure failure
     retry_backoff: float = 2.0  # seconds before the first retry (then 2x, 3x, ...)
     record: bool = True  # write an episode record per task under out/records
-    pool_size: int = 0  # containers kept warm per image in each worker
+    pool_size: int | None = None  # None: the process's shared pool (a spare per image in use)
     ray: str | None = None  # "local", "auto" or a cluster address: run on Ray
     predictions: str | None = None  # grade this SWE-bench predictions file instead of an agent
 

@@ -51,8 +51,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                    help="wall-clock seconds per episode before it is cut off (default: 1800)")
     p.add_argument("--retries", type=int, default=2,
                    help="retries after an infrastructure failure (default: 2)")
-    p.add_argument("--pool-size", type=int, default=0,
-                   help="containers kept started per image in each worker (default: 0)")
+    p.add_argument("--pool-size", type=int, default=None,
+                   help="containers kept started per image in each worker (default: the "
+                   "workers share one pool that keeps a spare per image in use)")
     p.add_argument("--no-record", action="store_true", help="write no episode records")
     p.add_argument("--ray", default=None, metavar="ADDRESS",
                    help="run on Ray: local (a private instance), auto (this machine's "

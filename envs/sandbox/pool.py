@@ -53,14 +53,23 @@ class SandboxPool:
     A container being reset or being started by the filler counts as ready: ``acquire`` waits
     for it (a reset takes a fraction of a second) rather than starting another one, and the
     background filler does not start one in its place.
+
+    Images with no container in use keep their ready containers only for the ``idle_images``
+    of them used last: a pool that goes over many images (an eval of a large suite) does not
+    keep a container for each, while one that moves among a few keeps them all warm.
     """
 
     RECYCLE_WAIT = 60.0
 
-    def __init__(self, size: int = 0, reuse: bool = True, grader_size: int = 0, **config: Any):
-        if size < 0 or grader_size < 0:
-            raise ValueError(f"pool sizes must be >= 0 (size={size}, grader_size={grader_size})")
+    def __init__(self, size: int = 0, reuse: bool = True, grader_size: int = 0,
+                 idle_images: int = 2, **config: Any):
+        if size < 0 or grader_size < 0 or idle_images < 0:
+            raise ValueError(f"pool sizes must be >= 0 (size={size}, grader_size={grader_size}, "
+                             f"idle_images={idle_images})")
         self.size, self.reuse, self.config = size, reuse, config
+        self.idle_images = idle_images
+        self._in_use: dict[tuple[str, str], int] = defaultdict(int)
+        self._touched: dict[tuple[str, str], float] = {}
         self.sizes = {"agent": size, "grader": grader_size}
         self._ready: dict[tuple[str, str], queue.Queue[DockerSandbox]] = defaultdict(queue.Queue)
         self._resetting: dict[tuple[str, str], int] = defaultdict(int)
@@ -78,7 +87,7 @@ class SandboxPool:
         # hits: handed out without a start (waited: of them, after waiting for a reset or a
         # start); misses: started for the caller
         self.stats = {"hits": 0, "misses": 0, "waited": 0, "reused": 0, "discarded": 0,
-                      "errors": 0}
+                      "evicted": 0, "errors": 0}
         self.errors: list[str] = []
 
     def _new(self, key: tuple[str, str]) -> DockerSandbox:
@@ -133,6 +142,7 @@ class SandboxPool:
             box = None
         if box is None:
             box = self._new(key)  # before the refill: two starts at once slow both
+        self._use(key, +1)
         if key[1] != "grader":
             # a grading container is busy for a second: its replacement starts when it comes
             # back, instead of competing with it for the engine and the CPUs
@@ -173,6 +183,7 @@ class SandboxPool:
             box.close()
             return
         key = (box.config.image, box.config.role)
+        self._use(key, -1)
         if not self.reuse or key[1] != "agent":
             # never handed out again: removed in the background, and its place refilled now
             # (a container being removed is not one being reset, so nobody waits for it)
@@ -225,7 +236,27 @@ class SandboxPool:
                 return False
             self._ready[key].put(box)
             self._changed.notify_all()
-            return True
+        self._evict(key[1])
+        return True
+
+    def _use(self, key: tuple[str, str], change: int) -> None:
+        with self._changed:
+            self._in_use[key] = max(0, self._in_use[key] + change)
+            self._touched[key] = time.monotonic()
+
+    def _evict(self, role: str) -> None:
+        """Removes the ready containers of idle images beyond the ``idle_images`` used last."""
+        doomed: list[DockerSandbox] = []
+        with self._changed:
+            idle = [k for k in self._ready if k[1] == role and not self._in_use[k]
+                    and not self._waiting[k]]
+            idle.sort(key=lambda k: self._touched.get(k, 0.0), reverse=True)
+            for key in idle[self.idle_images:]:
+                while not self._ready[key].empty():
+                    doomed.append(self._ready[key].get_nowait())
+        for box in doomed:
+            self.stats["evicted"] += 1
+            self._start_worker(self._discard, box)
 
     def _failed(self, exc: RepogymError) -> None:
         """A background thread's failure, kept for the owner (threads have no caller)."""
@@ -263,6 +294,7 @@ class SandboxPool:
                 box.close()
                 return
             self._put(key, box)
+            self._evict(key[1])
 
     def ready_count(self, image: str, role: str = "agent") -> int:
         """Containers of ``image`` ready to hand out now (not those being reset or started)."""
@@ -284,6 +316,7 @@ class SandboxPool:
         """Starts filling the pool for ``image`` before the first ``acquire``."""
         if overrides:
             self._configs[(image, role)] = overrides
+        self._use((image, role), 0)
         self._refill((image, role))
 
     def close(self) -> None:

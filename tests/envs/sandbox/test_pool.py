@@ -91,3 +91,27 @@ def test_a_released_grader_is_removed_and_its_place_refilled(toy_image: str) -> 
         assert pool.stats["discarded"] == 3 and pool.stats["hits"] == 3
     finally:
         pool.close()
+
+
+def test_idle_images_beyond_the_last_used_lose_their_ready_containers(toy_image: str) -> None:
+    client = docker_client()
+    repo, tag = toy_image.split(":")
+    images = [toy_image]
+    for suffix in ("evict-b", "evict-c"):  # the same image under other names: other pool keys
+        client.images.get(toy_image).tag(repo, f"{tag}-{suffix}")
+        images.append(f"{repo}:{tag}-{suffix}")
+    pool = SandboxPool(size=1, idle_images=1)
+    try:
+        box = None
+        for image in images:  # one env moving from image to image, as an eval of a suite does
+            box = pool.acquire(image, returning=box)
+            assert wait_for(lambda i=image: pool.ready_count(i) == 1 and not any(
+                pool.counts()[k] for k in ("resetting", "starting")))
+        # in use: the last image (its spare); idle: the one used last before it; no more
+        assert [pool.ready_count(i) for i in images] == [0, 1, 1], pool.stats
+        assert pool.stats["evicted"] >= 1
+        pool.release(box)
+    finally:
+        pool.close()
+        for image in images[1:]:
+            client.images.remove(image)
