@@ -433,8 +433,8 @@ class SWEEnv(gym.Env[str, Any]):
             self.recorder.close()
             self.recorder = None
         if self.sandbox is not None:  # closing: no point resetting it for reuse
-            self.sandbox.close()
-            self.sandbox = None
+            box, self.sandbox = self.sandbox, None
+            self.pool.discard(box) if self.pool is not None else box.close()
         if self.pool is not None:
             pool, self.pool = self.pool, None
             pooling.close_pool(pool) if self._shared_pool else pool.close()

@@ -39,7 +39,7 @@ from repogym.envs.sandbox.docker import DockerSandbox
 from repogym.envs.sandbox.pool import SandboxPool
 from repogym.envs.sandbox.shell import Shell
 from repogym.envs.sandbox.transport import SocketTransport
-from repogym.errors import RepogymError, SandboxError
+from repogym.errors import SandboxError
 
 ENV_VAR = "REPOGYM_POOL_BROKER"  # "pid:run_id:key_hex:socket_path", set by the serving process
 WORKER_PREFIX = "Worker<"  # how gymnasium names the processes of an AsyncVectorEnv
@@ -87,7 +87,7 @@ class _Session:
             self.pool.release(self.leases.pop(args[0]))
             return None
         if op == "discard":
-            _close_later(self.leases.pop(args[0]))
+            self.pool.discard(self.leases.pop(args[0]))
             return None
         if op == "warm_grader":
             return self.grader.warm(args[0])
@@ -109,21 +109,12 @@ class _Session:
             sock.close()  # the worker holds its own copy now
 
     def close(self) -> None:
-        for box in self.leases.values():
-            _close_later(box)
-        self.leases.clear()
         if self.pool is not None:
+            for box in self.leases.values():
+                self.pool.discard(box)
             pool, self.pool = self.pool, None
             self._close(pool)
-
-
-def _close_later(box: DockerSandbox) -> None:
-    def close() -> None:
-        try:
-            box.close()
-        except RepogymError:
-            pass  # the container stays on the list removed at exit
-    threading.Thread(target=close, daemon=True).start()
+        self.leases.clear()
 
 
 class Broker:
@@ -301,6 +292,9 @@ class RemotePool:
             self._call("discard", name)
         except SandboxError:
             pass  # the parent is gone, and with it the container's owner
+
+    def discard(self, box: Any) -> None:
+        box.close()  # a leased one goes back to the parent to be removed
 
     def ready_count(self, image: str, role: str = "agent") -> int:
         return int(self._call("ready_count", image, role))

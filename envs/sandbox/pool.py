@@ -194,6 +194,14 @@ class SandboxPool:
             self._resetting[key] += 1
         self._start_worker(self._recycle, box)
 
+    def discard(self, box: Any) -> None:
+        """Takes a used sandbox back to be removed, not reset (its user is closing)."""
+        if isinstance(box, DockerSandbox):
+            self._use((box.config.image, box.config.role), -1)
+            self._start_worker(self._discard, box)
+        else:
+            box.close()
+
     def _start_worker(self, target: Any, box: DockerSandbox) -> None:
         worker = threading.Thread(target=target, args=(box,), daemon=True)
         with self._lock:
