@@ -9,6 +9,7 @@ class DockerUnavailable(RepogymError):
     """No Docker engine answers."""
 
     def __init__(self, detail: str = "") -> None:
+        self.detail = detail
         super().__init__(
             "No Docker engine answers"
             + (f" ({detail})" if detail else "")

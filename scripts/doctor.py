@@ -8,8 +8,9 @@ import shutil
 from collections import Counter
 from typing import Any
 
-from repogym.envs.sandbox import owners
+from repogym.envs.sandbox import engines, owners
 from repogym.envs.sandbox.client import docker_client
+from repogym.errors import DockerUnavailable
 from repogym.scripts.common import table, write_json
 from repogym.tasks import image_usage
 from repogym.tasks.image_usage import Image
@@ -39,11 +40,34 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    client = docker_client()
+    listed = engines.configured()
+    if not listed:
+        write_json(args.json, _engine_report(docker_client(), args))
+        return 0
+    # REPOGYM_DOCKER_HOSTS: every listed engine, so leftovers are found wherever they are
+    reports, status = [], 0
+    for engine in listed:
+        print(f"== {engine.url}")
+        try:
+            client = engines.make_client(engine)
+            local = engine.url.startswith("unix://")
+            reports.append({"url": engine.url, **_engine_report(client, args, local)})
+        except DockerUnavailable as exc:
+            print(f"does not answer: {exc}")
+            reports.append({"url": engine.url, "error": str(exc)})
+            status = 1
+    write_json(args.json, {"engines": reports})
+    return status
+
+
+def _engine_report(client: Any, args: argparse.Namespace, local: bool = True
+                   ) -> dict[str, Any]:
     version = client.version()
-    free = shutil.disk_usage(client.info().get("DockerRootDir") or "/").free
-    print(f"Docker engine {version.get('Version')} (API {version.get('ApiVersion')}), "
-          f"disk free {_gb(free)}")
+    # the data root's free space can only be measured on this machine's own engines
+    root = client.info().get("DockerRootDir") or "/"
+    free = shutil.disk_usage(root).free if local else None
+    disk = f"disk free {_gb(free)}" if free is not None else "disk free unknown (remote)"
+    print(f"Docker engine {version.get('Version')} (API {version.get('ApiVersion')}), {disk}")
     images = image_usage.repogym_images(client)
     suites = image_usage.keep_suites(args.keep)
     spare = image_usage.unused(images, image_usage.needed_tags(suites))
@@ -63,19 +87,18 @@ def run(args: argparse.Namespace) -> int:
     print(f"repogym containers: {len(mine)} ({len(dead)} left by dead processes)")
     left: list[str] = []
     if args.cleanup:
-        left = owners.remove_containers(mine if args.all else dead)
+        left = owners.remove_containers(mine if args.all else dead, client)
         print(f"removed {len(left)} containers")
     elif dead:
         print("run `repogym doctor --cleanup` to remove the leftovers")
-    write_json(args.json, {
+    return {
         "engine": version.get("Version"), "api": version.get("ApiVersion"), "disk_free": free,
         **{k: v for k, v in report.items() if k != "summary"},
         "images": [_image_json(i) for i in images],
         "unused": [i.name for i in spare], "images_removed": removed,
         "containers": [c.name for c in mine], "leftovers": [c.name for c in dead],
         "removed": left,
-    })
-    return 0
+    }
 
 
 def _images_report(client: Any, images: list[Image], spare: list[Image], suites: list[str]

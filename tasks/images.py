@@ -37,6 +37,7 @@ from typing import Any
 import docker.errors
 
 from repogym.envs.sandbox.client import docker_client
+from repogym.envs.sandbox.engines import copy_image
 from repogym.errors import ImageBuildError, SetupFailed, SetupIncomplete
 from repogym.tasks import installed
 from repogym.tasks.build import BUILD_DIR, Layer, build_layer
@@ -162,7 +163,7 @@ def base_tag(python: str) -> str:
 def ensure_base(python: str = "3.11", progress: Progress = print) -> BuiltImage:
     client = docker_client()
     tag = base_tag(python)
-    if _has_image(client, tag):
+    if _has_image(client, tag) or copy_image(tag, client):
         return BuiltImage(tag, "", True, 0.0)
     start = time.monotonic()
     root = _root_image(client, python, progress)
@@ -304,6 +305,10 @@ def ensure_image(task: Task, progress: Progress = print) -> BuiltImage:
         return BuiltImage(tag, image.labels.get(LABEL_COMMIT, ""), True, 0.0)
     except docker.errors.ImageNotFound:
         pass
+    # the tag names the content: another engine's copy of it is the image a build would make
+    if copy_image(tag, client):
+        image = client.images.get(tag)
+        return BuiltImage(tag, image.labels.get(LABEL_COMMIT, ""), True, 0.0)
     if not task.source:
         raise ImageBuildError(
             f"task {task.instance_id} has no `source` and image {tag} does not exist: add a "

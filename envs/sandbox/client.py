@@ -1,16 +1,23 @@
-"""The process's Docker client, and the translation of docker-py's errors into ours."""
+"""The process's Docker client, and the translation of docker-py's errors into ours.
+
+A process runs every container on one engine: the one :func:`use_engine` chose, else the one
+with the most free slots among ``REPOGYM_DOCKER_HOSTS`` (picked on first use), else
+``DOCKER_HOST`` or the local socket. See :mod:`repogym.envs.sandbox.engines`.
+"""
 
 from __future__ import annotations
 
 import contextlib
 import functools
 import os
+import threading
 from collections.abc import Iterator
 
 import docker
 import docker.errors
 import requests.exceptions
 
+from repogym.envs.sandbox import engines
 from repogym.errors import DockerUnavailable, SandboxError
 
 # What a call to the engine raises when the engine itself is gone (stopped, restarting):
@@ -20,22 +27,39 @@ UNREACHABLE: tuple[type[BaseException], ...] = (requests.exceptions.ConnectionEr
 
 
 def docker_client() -> docker.DockerClient:
-    """One client per process; raises :class:`DockerUnavailable` when no engine answers.
+    """One client per process and engine; raises :class:`DockerUnavailable` when the engine
+    does not answer.
 
     Keyed by pid: a forked worker (an async vector env, a pool of processes) must not share
     its parent's connections.
     """
-    return _client_for(os.getpid())
+    return _client_for(os.getpid(), current_engine())
 
 
-@functools.lru_cache(maxsize=4)
-def _client_for(pid: int) -> docker.DockerClient:
-    try:
-        client = docker.from_env(timeout=int(os.environ.get("REPOGYM_DOCKER_TIMEOUT", "120")))
-        client.ping()
-    except docker.errors.DockerException as exc:
-        raise DockerUnavailable(str(exc).splitlines()[0][:200]) from exc
-    return client
+_chosen: dict[int, engines.Engine | None] = {}
+_choose_lock = threading.Lock()
+
+
+def current_engine() -> engines.Engine | None:
+    """The engine this process uses (None: ``DOCKER_HOST`` or the local socket)."""
+    pid = os.getpid()
+    with _choose_lock:
+        if pid not in _chosen:
+            listed = engines.configured()
+            _chosen[pid] = engines.pick(listed) if listed else None
+        return _chosen[pid]
+
+
+def use_engine(engine: engines.Engine | None) -> None:
+    """Makes ``engine`` this process's engine from now on (None: the default one). Containers
+    already started keep the client they were started with."""
+    with _choose_lock:
+        _chosen[os.getpid()] = engine
+
+
+@functools.lru_cache(maxsize=16)
+def _client_for(pid: int, engine: engines.Engine | None) -> docker.DockerClient:
+    return engines.make_client(engine)
 
 
 def docker_available() -> bool:

@@ -26,6 +26,7 @@ from repogym.envs.sandbox.base import (
     SandboxLost,
 )
 from repogym.envs.sandbox.client import docker_client, engine_errors
+from repogym.envs.sandbox.engines import client_key
 from repogym.envs.sandbox.pristine import NO_PRISTINE, fill_script, sources
 from repogym.envs.sandbox.shell import OutputCapture, Shell, ShellDied
 from repogym.envs.sandbox.transport import SocketTransport, exec_with_input, exit_code
@@ -41,7 +42,7 @@ USER_LABEL = "org.repogym.user"
 # no-new-privileges keeps it from gaining any.
 FILL_CAPS = ("CHOWN", "DAC_OVERRIDE", "FOWNER")
 
-_reaped = False
+_reaped: set[str] = set()  # engines this process has cleaned of dead owners' containers
 _reap_lock = threading.Lock()
 # Docker daemons choke on tens of simultaneous container starts: at most this many at once.
 _start_slots = threading.BoundedSemaphore(int(os.environ.get("REPOGYM_MAX_STARTS", "4")))
@@ -440,11 +441,12 @@ class DockerSandbox:
 
 
 def reap_dead_owners(client: Any) -> list[str]:
-    """Removes, once per process, the containers that dead owners on this host left behind."""
-    global _reaped
+    """Removes, once per process and engine, the containers that dead owners on this host left
+    behind."""
     with _reap_lock:
-        if _reaped:
+        key = client_key(client)
+        if key in _reaped:
             return []
-        _reaped = True
+        _reaped.add(key)
     with engine_errors("list leftover containers"):
-        return owners.remove_containers(owners.leftovers(client))
+        return owners.remove_containers(owners.leftovers(client), client)

@@ -21,6 +21,9 @@ import docker.errors
 from repogym.envs.sandbox.base import LABEL_HOST, LABEL_MANAGED, LABEL_PID, LABEL_PREFIX
 
 LABEL_START = f"{LABEL_PREFIX}.owner-start"
+# Labels every container of this process carries besides the owner's (a cluster worker names
+# itself, so the driver can remove what a lost worker left on its engine).
+PROCESS_LABELS: dict[str, str] = {}
 
 
 def process_start(pid: int) -> str:
@@ -40,6 +43,7 @@ def owner_labels() -> dict[str, str]:
         LABEL_HOST: socket.gethostname(),
         LABEL_PID: str(pid),
         LABEL_START: process_start(pid),
+        **PROCESS_LABELS,
     }
 
 
@@ -82,11 +86,13 @@ def leftovers(client: Any, include_live: bool = False) -> list[ContainerRef]:
     return [c for c in found if include_live or not owner_alive(c.labels)]
 
 
-def remove_containers(containers: list[ContainerRef]) -> list[str]:
+def remove_containers(containers: list[ContainerRef], client: Any = None) -> list[str]:
+    """Removes ``containers`` from ``client``'s engine (default: this process's engine)."""
     removed = []
     for container in containers:
         try:
-            container_api(container).remove_container(container.id, force=True, v=True)
+            api = client.api if client is not None else container_api(container)
+            api.remove_container(container.id, force=True, v=True)
             removed.append(container.name)
         except docker.errors.NotFound:
             removed.append(container.name)

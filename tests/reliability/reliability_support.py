@@ -138,6 +138,7 @@ class SecondEngine:
         self.bridge = f"rgd{os.getpid() % 100000}"
         self.subnet = f"100.117.{os.getpid() % 250}.1/24"  # shared address space, never routed
         self.host = f"unix://{root}/docker.sock"
+        self.extra_args: list[str] = []  # more dockerd flags (another listener, TLS)
         self.proc: subprocess.Popen[bytes] | None = None
 
     def start(self, seconds: float = 60) -> None:
@@ -154,7 +155,7 @@ class SecondEngine:
              "--data-root", f"{self.root}/data", "--exec-root", f"{self.root}/exec",
              "--pidfile", f"{self.root}/dockerd.pid", "-H", self.host,
              f"--bridge={self.bridge}", "--iptables=false", "--ip-masq=false",
-             "--ip-forward=false", "--userland-proxy=false"],
+             "--ip-forward=false", "--userland-proxy=false", *self.extra_args],
             stdout=log, stderr=subprocess.STDOUT)
         if not wait_until(self._answers, seconds, 0.3):
             raise RuntimeError(f"the second engine did not start: see {self.root}/dockerd.log")
