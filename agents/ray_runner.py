@@ -8,8 +8,10 @@ which writes ``results.jsonl`` as on one machine.
 Addresses: ``local`` starts a private Ray instance on this machine for the run; ``auto``
 joins the cluster this machine is part of (``ray start --head`` here, or ``ray start
 --address=HEAD:6379`` on a worker node); anything else is passed to ``ray.init(address=...)``
-(``HEAD:6379``, or ``ray://HEAD:10001`` for Ray Client). Every node needs Docker, the same
-repogym installation, and the suite's sources at the same path.
+(``HEAD:6379``, or ``ray://HEAD:10001`` for Ray Client). Every node that runs actors needs
+Docker, the same repogym installation, and the suite's sources at the same path; when some
+nodes offer the custom resource ``docker`` (``ray start --resources='{"docker": N}'``), actors
+run only on those.
 """
 
 from __future__ import annotations
@@ -60,11 +62,15 @@ def connect(address: str, workers: int | None) -> bool:
 
 def slots(workers: int | None, n_tasks: int, message: Callable[[str], None]) -> int:
     """Actors to start: ``workers`` (default: every CPU slot), never more than the cluster's
-    CPU slots (the extra actors would only wait) or than there are tasks."""
-    cpus = int(_ray().cluster_resources().get("CPU", 1))
+    CPU slots, nor its ``docker`` slots when it has some (the extra actors would only wait), nor
+    than there are tasks."""
+    resources = _ray().cluster_resources()
+    cpus = int(resources.get("CPU", 1))
+    if resources.get("docker"):
+        cpus = min(cpus, int(resources["docker"]))
     wanted = workers or cpus
     if wanted > cpus:
-        message(f"the cluster has {cpus} CPU slots: running {cpus} workers, not {wanted}")
+        message(f"the cluster has {cpus} slots: running {cpus} workers, not {wanted}")
         wanted = cpus
     return max(1, min(wanted, n_tasks))
 
@@ -81,7 +87,10 @@ def run_on_ray(address: str, workers: int | None, make_worker: Callable[[], Work
         return
     ray = _ray()
     started = connect(address, workers)
-    remote = ray.remote(num_cpus=1)(_Actor)
+    # nodes that offer the `docker` resource (as for `repogym train --ray`) are the only ones
+    # with an engine: when the cluster names them, actors go there and nowhere else
+    docker = {"docker": 1} if ray.cluster_resources().get("docker") else {}
+    remote = ray.remote(num_cpus=1, resources=docker)(_Actor)
 
     def spawn() -> Any:
         # SPREAD: the actors go to as many nodes as there are, not all onto the head node

@@ -44,6 +44,12 @@ class TrainConfig:
     env_kwargs: str = _f("{}", "extra keyword arguments for gym.make, as a JSON object")
     num_envs: int = _f(4, "environments stepped at once in a worker pool (overlaps generation)")
     record_env: bool = _f(True, "pass record_dir=<out>/records so the env writes its own records")
+    ray: str = _f("", "run the environments on Ray workers on the nodes that offer the 'docker' "
+                      "resource: auto joins the running cluster, local starts one here, or "
+                      "HOST:PORT; empty runs them in this process")
+    envs_per_worker: int = _f(4, "with --ray: environments per worker process")
+    episode_retries: int = _f(1, "times an episode lost with its worker, node or engine runs "
+                                 "again elsewhere (lost attempts are masked, never scored)")
 
     # --- policy ---
     model: str = _f("tiny", "local path of a transformers causal LM, or 'tiny' (random, in memory)")
@@ -94,11 +100,12 @@ class TrainConfig:
 
     def __post_init__(self) -> None:
         for name in ("updates", "num_envs", "episodes_per_update", "group_size", "max_turns",
-                     "max_new_tokens", "max_context", "update_epochs", "micro_batch_size"):
+                     "max_new_tokens", "max_context", "update_epochs", "micro_batch_size",
+                     "envs_per_worker"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be at least 1, got {getattr(self, name)}")
         for name in ("save_every", "lora_rank", "minibatch_size", "generation_batch_size",
-                     "fork_at"):
+                     "fork_at", "episode_retries"):
             if getattr(self, name) < 0:
                 raise ValueError(f"{name} must be >= 0, got {getattr(self, name)}")
         for name, choices in (("advantage", ADVANTAGES), ("truncation", TRUNCATIONS),
@@ -116,6 +123,11 @@ class TrainConfig:
         if self.fork_at and self.group_size < 2:
             raise ValueError(f"fork_at={self.fork_at} shares a prefix among the samples of a "
                              f"group: set group_size >= 2 (got {self.group_size})")
+        if self.fork_at and self.ray:
+            raise ValueError(f"fork_at={self.fork_at} branches from snapshots held by this "
+                             "process's environments: drop --ray, or --fork-at")
+        if self.ray and self.ray not in ("auto", "local") and ":" not in self.ray:
+            raise ValueError(f"ray={self.ray!r}: use auto, local or HOST:PORT")
         if self.advantage != "gae" and self.truncation == "bootstrap":
             raise ValueError(f"advantage={self.advantage} has no critic to bootstrap from: "
                              "use truncation=mask or advantage=gae")

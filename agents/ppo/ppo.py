@@ -41,7 +41,7 @@ from repogym.agents.ppo.config import TrainConfig
 from repogym.agents.ppo.fork import collect_forked
 from repogym.agents.ppo.generation import HFGenerator
 from repogym.agents.ppo.policy import Policy, load_policy, resolve_device, token_logprobs
-from repogym.agents.ppo.rollout import EpisodeJob, Limits, Trajectory, collect_rollouts
+from repogym.agents.ppo.rollout import EpisodeJob, Limits, Rollout, Trajectory, collect_rollouts
 from repogym.agents.ppo.runlog import (
     RunLogger,
     find_checkpoint,
@@ -326,13 +326,32 @@ def explained_variance(values: torch.Tensor, returns: torch.Tensor, mask: torch.
 # =============================================================================================
 
 
-def make_env(config: TrainConfig, run_dir: Path) -> gym.Env[Any, Any]:
+def env_kwargs(config: TrainConfig, run_dir: Path) -> dict[str, Any]:
     kwargs = config.env_kwargs_dict()
     if config.suite and config.env_id == SWE_ENV_ID:
-        kwargs.setdefault("suite", config.suite)
+        # a suite path holds for workers whose working folder differs (Ray workers)
+        suite = Path(config.suite)
+        kwargs.setdefault("suite", str(suite.resolve()) if suite.exists() else config.suite)
     if config.record_env:
-        kwargs.setdefault("record_dir", str(run_dir / "records"))
-    return gym.make(config.env_id, **kwargs)
+        kwargs.setdefault("record_dir", str(run_dir.resolve() / "records"))
+    return kwargs
+
+
+def make_env(config: TrainConfig, run_dir: Path) -> gym.Env[Any, Any]:
+    return gym.make(config.env_id, **env_kwargs(config, run_dir))
+
+
+def make_fleet(config: TrainConfig, run_dir: Path) -> Any:
+    """The environments as Ray workers on the cluster's Docker nodes (``--ray``)."""
+    from repogym.envs.cluster.fleet import Fleet, FleetConfig
+
+    # "module:id" makes the workers import the module that registers the id (Gymnasium's form)
+    entry = gym.spec(config.env_id).entry_point
+    module = entry.split(":", 1)[0] if isinstance(entry, str) else ""
+    env_id = f"{module}:{config.env_id}" if module and ":" not in config.env_id else config.env_id
+    return Fleet(FleetConfig(env_id=env_id, env_kwargs=env_kwargs(config, run_dir),
+                             num_envs=config.num_envs, envs_per_worker=config.envs_per_worker,
+                             address=config.ray, needs_docker=config.env_id == SWE_ENV_ID))
 
 
 def episode_jobs(config: TrainConfig, update: int) -> list[EpisodeJob]:
@@ -366,10 +385,13 @@ def train(config: TrainConfig,
     logger = RunLogger(run_dir, config)
     result = TrainResult(run_dir)
     envs: list[gym.Env[Any, Any]] = []
+    fleet = None
     pool = ThreadPoolExecutor(max_workers=config.num_envs, thread_name_prefix="repogym-env")
     try:
-        for _ in range(config.num_envs):  # one by one, so a failure closes those made
-            envs.append(make_env(config, run_dir))
+        if config.ray:  # the learner stays here; environments run on the cluster's workers
+            fleet = make_fleet(config, run_dir)
+        for _ in range(config.num_envs if fleet is None else 0):  # one by one, so a failure
+            envs.append(make_env(config, run_dir))                # closes those made
         for update in range(start, config.updates):
             # ---- 1. rollouts ----------------------------------------------------------------
             jobs = episode_jobs(config, update)
@@ -377,9 +399,13 @@ def train(config: TrainConfig,
                 rollout = collect_forked(envs, generator, chat, jobs, limits, pool,
                                          config.fork_at)
             else:
-                rollout = collect_rollouts(envs, generator, chat, jobs, limits, pool)
+                rollout = collect_rollouts(fleet if fleet is not None else envs, generator,
+                                           chat, jobs, limits, pool,
+                                           retries=config.episode_retries)
             logger.trajectories(update, rollout.trajectories)
+            logger.lost(update, rollout.lost)
             metrics = rollout_metrics(rollout.trajectories)
+            metrics.update(cluster_metrics(rollout, fleet))
             t_update = time.perf_counter()
             batch = make_batch(rollout.trajectories, int(tokenizer.pad_token_id),
                                config.bootstrap, device)
@@ -417,6 +443,8 @@ def train(config: TrainConfig,
         pool.shutdown(wait=True, cancel_futures=True)
         for env in envs:
             env.close()
+        if fleet is not None:
+            fleet.close()
         logger.close()
     return result
 
@@ -433,6 +461,25 @@ def rollout_metrics(trajs: list[Trajectory]) -> dict[str, float | None]:
     }
 
 
+def cluster_metrics(rollout: Rollout, fleet: Any) -> dict[str, float | None]:
+    """Lost episodes (masked, never scored) and episodes per second on each node."""
+    metrics: dict[str, float | None] = {
+        "charts/episodes_lost": float(len(rollout.lost)),
+        "charts/episodes_retried": float(sum(lost.retried for lost in rollout.lost)),
+        "perf/env_wait_fraction": rollout.env_wait_seconds / max(rollout.wall_seconds, 1e-9),
+    }
+    per_node: dict[str, int] = {}
+    for t in rollout.trajectories:
+        per_node[t.where] = per_node.get(t.where, 0) + 1
+    for where, n in sorted(per_node.items()):
+        metrics[f"perf/node/{where}/episodes_per_s"] = n / max(rollout.wall_seconds, 1e-9)
+    if fleet is not None:
+        workers = fleet.workers()
+        metrics["cluster/workers"] = float(sum(w["state"] == "ready" for w in workers))
+        metrics["cluster/workers_lost"] = float(fleet.stats["workers_lost"])
+    return metrics
+
+
 def perf_metrics(rollout: Any, update_s: float, batch: Batch | None,
                  device: torch.device) -> dict[str, float | None]:
     train_tokens = float(batch.input_ids.numel()) if batch is not None else 0.0
@@ -442,6 +489,7 @@ def perf_metrics(rollout: Any, update_s: float, batch: Batch | None,
         peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20
     return {
         "perf/env_s": rollout.env_seconds,
+        "perf/env_wait_s": rollout.env_wait_seconds,
         "perf/generation_s": rollout.generation_seconds,
         "perf/rollout_s": rollout.wall_seconds,
         "perf/update_s": update_s,

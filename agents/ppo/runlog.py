@@ -6,6 +6,8 @@ Layout of a run folder:
     metrics.jsonl          one line per update, stable names (charts/, losses/, perf/)
     tb/                    the same metrics for TensorBoard
     trajectories.jsonl     one line per episode: turns, reward, why it ended, the env's info
+    lost_episodes.jsonl    one line per episode attempt lost with its worker, node or engine
+                           (masked out of the update, never scored)
     records/               the environment's own per-episode records (record_dir)
     checkpoints/update_N/  model/ (save_pretrained: full weights or the LoRA adapter, plus the
                            tokenizer) and trainer.pt (value head, optimiser, RNG, update)
@@ -24,7 +26,7 @@ import torch
 
 from repogym.agents.ppo.config import TrainConfig
 from repogym.agents.ppo.policy import Policy
-from repogym.agents.ppo.rollout import Trajectory
+from repogym.agents.ppo.rollout import LostEpisode, Trajectory
 
 
 class RunLogger:
@@ -56,6 +58,15 @@ class RunLogger:
             for t in trajs:
                 f.write(json.dumps(trajectory_record(update, t)) + "\n")
 
+    def lost(self, update: int, lost: list[LostEpisode]) -> None:
+        if not lost:
+            return
+        with (self.run_dir / "lost_episodes.jsonl").open("a") as f:
+            for x in lost:
+                f.write(json.dumps({"update": update, "episode": x.job.index, "seed": x.job.seed,
+                                    "group": x.job.group, "where": x.where, "reason": x.reason,
+                                    "retried": x.retried}) + "\n")
+
     def close(self) -> None:
         if self._tb is not None:
             self._tb.close()
@@ -65,8 +76,8 @@ class RunLogger:
 def trajectory_record(update: int, t: Trajectory) -> dict[str, Any]:
     return {
         "update": update, "episode": t.job.index, "seed": t.job.seed, "group": t.job.group,
-        "env": t.env, "task_id": t.task_id, "reward": t.reward, "resolved": t.resolved,
-        "terminated": t.terminated, "cut": t.cut, "tokens": len(t.tokens),
+        "env": t.env, "where": t.where, "task_id": t.task_id, "reward": t.reward,
+        "resolved": t.resolved, "terminated": t.terminated, "cut": t.cut, "tokens": len(t.tokens),
         "policy_tokens": sum(t.policy_mask), "turns": [asdict(turn) for turn in t.turns],
         "final_info": t.final_info, "env_record": t.env_record, "fork": t.fork,
     }

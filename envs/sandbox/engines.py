@@ -146,6 +146,9 @@ def make_client(engine: Engine | None, timeout: int | None = None) -> docker.Doc
     """A client of ``engine`` (None: ``DOCKER_HOST`` or the local socket) that answered a ping;
     raises :class:`DockerUnavailable` naming the engine otherwise."""
     timeout = timeout or int(os.environ.get("REPOGYM_DOCKER_TIMEOUT", "120"))
+    host = os.environ.get("DOCKER_HOST", "")
+    if engine is None and host.startswith("tcp://") and os.environ.get("DOCKER_TLS_VERIFY"):
+        engine = Engine(host)  # TLS from DOCKER_CERT_PATH, with the CA fix of _client
     try:
         if engine is None:
             client = docker.from_env(timeout=timeout)
