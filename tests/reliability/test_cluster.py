@@ -50,7 +50,7 @@ def cluster(tls_engine: TLSEngine, toy_task: Task, toy_image: str,
     if importlib.util.find_spec("ray") is None:
         pytest.skip("needs Ray: pip install 'repogym[ray]'")
     suite = tmp_path_factory.mktemp("suite") / "tasks.jsonl"
-    suite.write_text(json.dumps(toy_task.to_dict()) + "\n")
+    suite.write_text(json.dumps({**toy_task.to_dict(), "split": "train"}) + "\n")
     nodes = RayNodes(Path(f"/tmp/rgr-{os.getpid()}"))
     try:
         # the worker node's engine is the second one; it gets the image from the machine's
