@@ -10,6 +10,7 @@ from dataclasses import asdict
 from repogym.errors import TaskError
 from repogym.scripts.common import progress, table, write_json
 from repogym.scripts.tasks_add import add_tasks_add_parser
+from repogym.scripts.tasks_enrich import add_enrich_parser
 from repogym.tasks.images import ensure_image
 from repogym.tasks.schema import SPLITS
 from repogym.tasks.suite import ALL, load_suite, select
@@ -36,6 +37,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     x.add_argument("--task", action="append", default=None, metavar="ID",
                    help="only this instance id (repeatable)")
     x.set_defaults(func=export)
+    add_enrich_parser(tsub)
     add_tasks_add_parser(tsub)
 
 

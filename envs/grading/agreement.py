@@ -1,8 +1,12 @@
-"""Agreement of a replication candidate with its reference, scored on the host.
+"""Agreement of a candidate with the reference code, scored on the host.
 
 The harness (:mod:`repogym.envs.grading.differential`) runs in the grading container on the
 recorded inputs and prints one canonical encoding per call; this module puts it there, reads
 what it printed, and compares with the reference's outcomes, which never enter the container.
+Two kinds of cases: a replication task's (``task.reference["cases"]``, the removed code's
+outcomes) and any task's gold cases (``task.extra["gold_cases"]``, the gold patch's outcomes
+on inputs where it differs from the base code, and on a sample where it does not; see
+:mod:`repogym.tasks.sources.enrich`).
 """
 
 from __future__ import annotations
@@ -78,16 +82,60 @@ def score(cases: list[dict[str, Any]], outcomes: dict[str, tuple[Any, float]]
             "agreed": sum(a for a, _ in per.values()), "missing": missing, "timeouts": timeouts}
 
 
+def score_gold(cases: list[dict[str, Any]], outcomes: dict[str, tuple[Any, float]]
+               ) -> dict[str, Any]:
+    """``agreement``: the share of discriminating cases with the gold outcome (None without
+    any); ``regression_agreement``: the same over the regression cases; and per function, the
+    discriminating cases agreed."""
+    counts = {"discriminating": [0, 0], "regression": [0, 0]}
+    per: dict[str, list[int]] = {}
+    missing = timeouts = 0
+    for i, case in enumerate(cases):
+        got = outcomes.get(str(i))
+        missing += got is None
+        timeouts += got is not None and got[0] == ["timeout"]
+        ok = int(got is not None and same(case["expect"], got[0]))
+        counts[case["set"]][0] += ok
+        counts[case["set"]][1] += 1
+        if case["set"] == "discriminating":
+            pair = per.setdefault(case["fn"], [0, 0])
+            pair[0] += ok
+            pair[1] += 1
+    (d_ok, d_n), (r_ok, r_n) = counts["discriminating"], counts["regression"]
+    return {"kind": "gold", "agreement": round(d_ok / d_n, 4) if d_n else None,
+            "regression_agreement": round(r_ok / r_n, 4) if r_n else None,
+            "discriminating": d_n, "regression": r_n, "cases": len(cases),
+            "agreed": d_ok + r_ok, "missing": missing, "timeouts": timeouts,
+            "functions": {fn: {"agreement": round(a / n, 4), "agreed": a, "cases": n}
+                          for fn, (a, n) in sorted(per.items())}}
+
+
 def run_differential(box: Any, task: Task, timeout: float = 30.0) -> dict[str, Any] | None:
-    """Scores the code in ``box`` against the task's recorded cases; None for tasks without
-    them. ``box`` is a grading container after its test run (a ``DockerSandbox``)."""
+    """Scores the code in ``box`` against the task's recorded cases (a replication task's
+    own, else its gold cases); None for tasks without any. ``box`` is a grading container
+    after its test run (a ``DockerSandbox``)."""
     recorded = (task.reference or {}).get("cases") if task.kind == "replication" else None
     if not recorded or not recorded.get("cases"):
-        return None
+        return run_gold_cases(box, task, timeout)
     start = time.monotonic()
     outcomes, note = call_cases(box, recorded["functions"], recorded["cases"],
                                 float(recorded.get("call_timeout", 2.0)), timeout)
     result = score(recorded["cases"], outcomes)
+    result["seconds"] = round(time.monotonic() - start, 3)
+    if note:
+        result["note"] = note
+    return result
+
+
+def run_gold_cases(box: Any, task: Task, timeout: float = 30.0) -> dict[str, Any] | None:
+    """:func:`score_gold` of the code in ``box`` on the task's gold cases; None without."""
+    recorded = task.extra.get("gold_cases")
+    if not isinstance(recorded, dict) or not recorded.get("cases"):
+        return None
+    start = time.monotonic()
+    outcomes, note = call_cases(box, recorded["functions"], recorded["cases"],
+                                float(recorded.get("call_timeout", 2.0)), timeout)
+    result = score_gold(recorded["cases"], outcomes)
     result["seconds"] = round(time.monotonic() - start, 3)
     if note:
         result["note"] = note

@@ -17,6 +17,11 @@ Components (all in ``info["reward_components"]``):
   functions of the share of inputs on which the candidate does what the reference did (see
   :mod:`repogym.envs.grading.differential`); per-function values in ``info["grading"]``; 0
   for an empty patch.
+  Other tasks with gold cases (``repogym tasks enrich``): the share of discriminating inputs
+  (where the gold code and the base code differ) on which the candidate does what the gold
+  code does.
+- ``regression_agreement`` (0..1, tasks with gold cases): the same share over inputs where
+  the gold code and the base code agree.
 - ``n_steps``: steps the agent took.
 
 Reward functions, chosen with ``gym.make(..., reward=NAME)`` or given as a callable over the
@@ -26,7 +31,10 @@ components: ``binary`` (resolved), ``pass_rate`` (F2P rate, zeroed by any P2P re
 the tampering penalty only. Where ``agreement`` is present, ``shaped`` splits the 0.5 between
 0.25 f2p_pass_rate and 0.25 agreement. ``replication`` = 0.6 agreement + 0.4 f2p_pass_rate
 - 0.3 (1 - p2p_pass_rate) - 0.2 min(tests_tampered, 1), clipped likewise (agreement falls back
-to f2p_pass_rate on tasks without cases).
+to f2p_pass_rate on tasks without cases). ``dense`` = 0.5 agreement + 0.5 f2p_pass_rate
+- 0.3 (1 - p2p_pass_rate) - 0.2 (1 - regression_agreement) - 0.2 min(tests_tampered, 1),
+clipped likewise (without cases, agreement falls back to f2p_pass_rate and
+regression_agreement to 1): the gold patch earns 1.0, the empty patch 0.0.
 """
 
 from __future__ import annotations
@@ -69,6 +77,8 @@ def components(report: GradingReport, n_steps: int, similarity: float | None) ->
         out["similarity"] = similarity if acted else 0.0
     if report.differential and report.differential.get("agreement") is not None:
         out["agreement"] = float(report.differential["agreement"]) if acted else 0.0
+    if report.differential and report.differential.get("regression_agreement") is not None:
+        out["regression_agreement"] = float(report.differential["regression_agreement"])
     return out
 
 
@@ -118,8 +128,26 @@ def replication(c: Components) -> float:
     return max(-1.0, min(1.0, total))
 
 
+DENSE_WEIGHTS = {"agreement": 0.5, "f2p_pass_rate": 0.5, "p2p_regression": -0.3,
+                 "case_regression": -0.2, "tampering": -0.2}
+
+
+def dense(c: Components) -> float:
+    """Dense credit for any task: agreement with the gold code on the inputs where it differs
+    from the base code, the F2P tests, and penalties for regressions (tests and cases)."""
+    w = DENSE_WEIGHTS
+    penalty = w["tampering"] * min(c["tests_tampered"], 1.0)
+    if c["invalid"]:
+        return penalty
+    total = (w["agreement"] * c.get("agreement", c["f2p_pass_rate"])
+             + w["f2p_pass_rate"] * c["f2p_pass_rate"]
+             + w["p2p_regression"] * (1.0 - c["p2p_pass_rate"])
+             + w["case_regression"] * (1.0 - c.get("regression_agreement", 1.0)) + penalty)
+    return max(-1.0, min(1.0, total))
+
+
 REWARDS: dict[str, RewardFn] = {"binary": binary, "pass_rate": pass_rate, "shaped": shaped,
-                                "replication": replication}
+                                "replication": replication, "dense": dense}
 
 
 def reward_fn(reward: str | RewardFn) -> RewardFn:

@@ -1,0 +1,332 @@
+"""Gold cases: differential testing against the gold patch, for any task with one.
+
+A task's gold patch is a reference implementation too. In a container of the task's image with
+the gold patch and the test patch in place, the task's failing tests run under a tracer
+(:mod:`.boundary`) that pickles the arguments of the calls crossing from test code into the
+package, and of every call to a function the gold patch changes or adds (:mod:`.gold_targets`).
+Hypothesis adds inputs mutated from those (:mod:`.inputs`). Every input then runs, in that
+same container, on the gold code twice and, once the gold patch is reverted, on the base code
+twice (:mod:`repogym.envs.grading.differential`, as the unprivileged user). An input whose
+four outcomes are settled is kept:
+
+- **discriminating** when gold and base differ: a fix must change what happens on it;
+- **regression** (a seeded sample) when they agree: a fix must not change it.
+
+Cases are scored on the boundary functions (those the tests call) when any of them has a
+discriminating input, so a fix made elsewhere than in the gold patch's functions still agrees;
+otherwise on the patch's own functions. They are stored in ``task.extra["gold_cases"]``, the
+gold outcomes (``expect``) with them; at grading only the inputs enter the grading container
+(:mod:`repogym.envs.grading.agreement`). A task where nothing can be traced keeps working
+without cases: its rewards fall back to the tests.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import random
+import shlex
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from repogym.tasks.schema import Task
+
+from . import boundary, trace
+from .gold_targets import Traced, changed_functions, name_traced, patch_paths, places
+
+GOLD_CASES = "gold_cases"  # the key of ``task.extra`` that holds them
+TRACE_DIR = "/opt/repogym-grade/gold-trace"
+OUT_DIR = "/opt/repogym-grade/gold-out"
+SITECUSTOMIZE = (
+    "import os\n"
+    "if os.environ.get('REPOGYM_TRACE'):\n"
+    "    import repogym_boundary\n"
+    "    repogym_boundary.start(os.environ['REPOGYM_TRACE'])\n"
+)
+
+
+@dataclass(frozen=True)
+class EnrichConfig:
+    """How many inputs to try and to keep."""
+
+    max_functions: int = 40  # functions the tracer keeps (the first seen)
+    max_calls: int = 200  # distinct calls the tracer keeps per function
+    max_bytes: int = 16_384  # a call's pickled arguments at most
+    max_traced: int = 20  # recorded inputs tried per function (a seeded sample)
+    max_generated: int = 20  # inputs hypothesis adds per function
+    max_candidates: int = 800  # inputs tried in all
+    max_discriminating: int = 100  # discriminating cases kept in all ...
+    max_per_function: int = 25  # ... and per function
+    max_regression: int = 30  # agreeing cases kept
+    call_timeout: float = 2.0  # seconds per call at grading
+    slow_call: float = 0.2  # gold calls slower than this are dropped
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        counts = {k: getattr(self, k) for k in ("max_functions", "max_calls", "max_candidates",
+                                                 "max_discriminating", "max_per_function")}
+        bad = {k: v for k, v in counts.items() if v < 1}
+        if bad or self.max_traced < 0 or self.max_generated < 0 or self.max_regression < 0:
+            raise ValueError(f"{bad or 'max_traced/max_generated/max_regression'}: give "
+                             "positive counts (max_traced, max_generated, max_regression >= 0).")
+        if not 0 < self.slow_call < self.call_timeout:
+            raise ValueError(f"slow_call={self.slow_call}: give 0 < slow_call < call_timeout "
+                             f"({self.call_timeout}).")
+
+
+def gold_cases(task: Task) -> dict[str, Any] | None:
+    """The task's stored gold cases, or None."""
+    found = task.extra.get(GOLD_CASES)
+    return found if isinstance(found, dict) and found.get("cases") else None
+
+
+def why_not(task: Task) -> str | None:
+    """Why gold cases cannot be recorded for ``task``, or None when they can be tried."""
+    from repogym.envs.grading.grader import PYTEST_PARSERS
+
+    if (task.reference or {}).get("cases"):
+        return "a replication task with its own cases"
+    if not task.patch.strip():
+        return "no gold patch"
+    if task.environment.log_parser not in PYTEST_PARSERS:
+        return "calls are traced only under pytest"
+    if not patch_paths(task.patch):
+        return "the gold patch changes no library Python file"
+    if not any(t.split("::")[0].endswith(".py") for t in task.FAIL_TO_PASS):
+        return "no FAIL_TO_PASS test names a Python file to run"
+    return None
+
+
+def record_gold_cases(task: Task, config: EnrichConfig | None = None) -> tuple[Task, str]:
+    """The task with ``extra["gold_cases"]`` recorded in Docker (see the module docstring),
+    or the task unchanged (without stale cases) and why none could be recorded."""
+    from repogym.envs.grading.grader import Grader
+    from repogym.envs.sandbox.base import SandboxConfig
+    from repogym.envs.sandbox.docker import DockerSandbox
+    from repogym.tasks.images import ensure_image
+
+    reason = why_not(task)
+    bare = task.with_(extra={k: v for k, v in task.extra.items() if k != GOLD_CASES})
+    if reason:
+        return bare, reason
+    image = ensure_image(task, progress=lambda _m: None)
+    box_config = SandboxConfig(image=image.tag, role="tracer", **Grader().container_config())
+    with DockerSandbox(box_config) as box:
+        return _GoldRecording(box, bare, config or EnrichConfig()).run()
+
+
+def gold_recorder(config: EnrichConfig | None = None) -> Callable[[Task], tuple[Task, str]]:
+    """:func:`record_gold_cases` for a task source: an infrastructure failure leaves the task
+    without cases (its rewards then fall back to the tests) and says why."""
+    from repogym.errors import RepogymError
+
+    def record(task: Task) -> tuple[Task, str]:
+        try:
+            return record_gold_cases(task, config)
+        except RepogymError as exc:
+            return task, f"no gold cases: {str(exc).splitlines()[0][:200]}"
+
+    return record
+
+
+class _GoldRecording:
+    """One task's recording in one container of its image."""
+
+    def __init__(self, box: Any, task: Task, config: EnrichConfig) -> None:
+        self.box, self.task, self.config = box, task, config
+
+    def root(self, script: str, timeout: float = 120) -> str:
+        return str(self.box.exec(["bash", "-c", script], user="root", timeout=timeout,
+                                 limit=64 * 1024 * 1024).output)
+
+    def read(self, paths: list[str]) -> dict[str, str | None]:
+        """The texts of repository files now (None for a missing one)."""
+        script = "cd /testbed && for f in " + " ".join(shlex.quote(p) for p in paths) + \
+            "; do if [ -f \"$f\" ]; then base64 -w0 -- \"$f\"; else printf -- -; fi; echo; done"
+        lines = self.root(script).split("\n") if paths else []
+        return {p: None if line.strip() in ("", "-") else
+                base64.b64decode(line).decode("utf-8", "replace")
+                for p, line in zip(paths, lines, strict=False)}
+
+    def apply(self, name: str, patch: str, reverse: bool = False) -> None:
+        from repogym.errors import TaskError
+
+        if not patch.strip():
+            return
+        self.box.put_files({f"repogym-grade/{name}": patch.encode()}, "/opt")
+        out = self.root("cd /testbed && git apply --binary --whitespace=nowarn "
+                        f"{'-R ' if reverse else ''}/opt/repogym-grade/{name} 2>&1 && echo DONE")
+        if not out.rstrip().endswith("DONE"):
+            raise TaskError(f"{self.task.instance_id}: the {name} does not "
+                            f"{'revert' if reverse else 'apply'} ({out[-300:]}); run "
+                            "`repogym tasks validate` on the task.")
+
+    def run(self) -> tuple[Task, str]:
+        start = time.monotonic()
+        files = patch_paths(self.task.patch)
+        before = self.read(files)
+        self.apply("gold.patch", self.task.patch)
+        self.apply("test.patch", self.task.test_patch)
+        after = self.read(files)
+        targets = places(after, changed_functions(self.task.patch, before, after))
+        functions, calls = self.trace(targets)
+        texts = self.read(sorted({info["path"] for info in functions.values()}))
+        traced = name_traced(functions, calls, texts)
+        patch_keys = {(p.path, line, p.name) for p in targets for line in p.lines}
+        in_patch = {t.key for t in traced if t.place in patch_keys}
+        candidates = self.candidates(traced)
+        if not candidates:
+            return self.task, "nothing traced: no test calls the package with arguments " \
+                "that can be pickled"
+        gold = self.outcomes(traced, candidates)
+        self.apply("gold.patch", self.task.patch, reverse=True)
+        base = self.outcomes(traced, candidates)
+        kept = classify(candidates, gold, base, self.config.slow_call)
+        recorded = select(kept, traced, in_patch, self.config)
+        if recorded is None:
+            return self.task, f"no discriminating input among {len(candidates)} tried " \
+                f"({len(kept)} settled) over {len(traced)} functions"
+        recorded["seconds"] = round(time.monotonic() - start, 1)
+        note = summary(recorded)
+        return self.task.with_(extra={**self.task.extra, GOLD_CASES: recorded}), note
+
+    def trace(self, targets: list[Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+        """Runs the files of the failing tests with the tracer on; what it saw."""
+        c = self.config
+        spec = {"root": "/testbed", "out": OUT_DIR, "max_calls": c.max_calls,
+                "max_bytes": c.max_bytes, "max_functions": c.max_functions,
+                "targets": [{"path": f"/testbed/{p.path}", "name": p.name,
+                             "lines": list(p.lines)} for p in targets]}
+        sub = TRACE_DIR.removeprefix("/opt/")
+        sources = {}
+        for module, name in ((boundary, "repogym_boundary.py"), (trace, "repogym_trace.py")):
+            with open(str(module.__file__), "rb") as f:
+                sources[f"{sub}/{name}"] = f.read()
+        self.box.put_files({**sources, f"{sub}/sitecustomize.py": SITECUSTOMIZE.encode(),
+                            f"{sub}/config.json": json.dumps(spec).encode()}, "/opt")
+        self.root(f"mkdir -p {OUT_DIR} && chown 1000:1000 {OUT_DIR}")
+        files = sorted({t.split("::")[0] for t in self.task.FAIL_TO_PASS})
+        command = (f"{self.task.environment.test_cmd} -p no:cacheprovider -o addopts= "
+                   + " ".join(shlex.quote(f) for f in files if f.endswith(".py")))
+        self.box.exec(["env", f"PYTHONPATH={TRACE_DIR}", f"REPOGYM_TRACE={TRACE_DIR}/config.json",
+                       "PYTEST_DISABLE_PLUGIN_AUTOLOAD=1", "PYTHONDONTWRITEBYTECODE=1",
+                       "bash", "-c", command], timeout=self.task.environment.timeout)
+        dumps = self.root(f"for f in {OUT_DIR}/gold-*.json; do [ -e \"$f\" ] && "
+                          "base64 -w0 \"$f\"; echo; done")
+        functions: dict[str, Any] = {}
+        calls: dict[str, dict[str, Any]] = {}
+        for line in dumps.split():
+            data = json.loads(base64.b64decode(line))
+            for key, info in data["functions"].items():
+                seen = functions.setdefault(key, {**info, "from_tests": 0})
+                seen["from_tests"] += info["from_tests"]
+            for key, found in data["calls"].items():
+                for call in found:
+                    calls.setdefault(key, {}).setdefault(json.dumps(call, sort_keys=True), call)
+        return functions, {k: list(v.values()) for k, v in calls.items()}
+
+    def candidates(self, traced: list[Traced]) -> list[dict[str, Any]]:
+        """A seeded sample of each function's traced calls and generated ones, within
+        ``max_candidates`` in all."""
+        from .inputs import generate_calls
+
+        c = self.config
+        rng = random.Random(c.seed)
+        share = max(1, c.max_candidates // max(1, len(traced)))
+        out: list[dict[str, Any]] = []
+        for t in traced:
+            n_traced = min(len(t.calls), c.max_traced, share)
+            sample = rng.sample(t.calls, n_traced)
+            made = generate_calls(t.calls, t.target, min(c.max_generated, share - n_traced),
+                                  c.seed) if t.calls else []
+            out += [{"fn": t.key, **call, "origin": "trace"} for call in sample]
+            out += [{"fn": t.key, **call, "origin": "hypothesis"} for call in made]
+        return out[:c.max_candidates]
+
+    def outcomes(self, traced: list[Traced], candidates: list[dict[str, Any]]
+                 ) -> list[dict[str, tuple[Any, float]]]:
+        """Two runs of the harness on the code in place now, as the unprivileged user."""
+        from repogym.envs.grading.agreement import call_cases
+
+        c = self.config
+        functions = {t.key: {**t.target.harness_entry()} for t in traced}
+        # calls slower than slow_call are dropped anyway: no need to wait for them longer
+        limit = min(c.call_timeout, 2 * c.slow_call)
+        timeout = 60 + limit * len(candidates)
+        return [call_cases(self.box, functions, candidates, limit, timeout)[0] for _ in "ab"]
+
+
+def classify(candidates: list[dict[str, Any]], gold: list[dict[str, tuple[Any, float]]],
+             base: list[dict[str, tuple[Any, float]]], slow_call: float
+             ) -> list[dict[str, Any]]:
+    """The candidates whose outcomes are settled: the gold code returned or raised the same
+    both times, quickly, and the base code did the same both times. Each comes back with
+    ``expect`` (the gold outcome) and ``set``: ``discriminating`` when gold and base differ,
+    ``regression`` when they agree."""
+    from repogym.envs.grading.differential import same
+
+    kept = []
+    for i, case in enumerate(candidates):
+        g = [run.get(str(i)) for run in gold]
+        b = [run.get(str(i)) for run in base]
+        if any(x is None for x in g + b):
+            continue  # the harness never got to it
+        g1, g2 = g[0][0], g[1][0]  # type: ignore[index]
+        b1, b2 = b[0][0], b[1][0]  # type: ignore[index]
+        if json.dumps(g1) != json.dumps(g2) or json.dumps(b1) != json.dumps(b2):
+            continue  # not deterministic
+        if g1[0] not in ("return", "raise") or max(g[0][1], g[1][1]) > slow_call:  # type: ignore[index]
+            continue
+        kept.append({**case, "expect": g1,
+                     "set": "regression" if same(g1, b1) else "discriminating"})
+    return kept
+
+
+def _round_robin(by_fn: dict[str, list[dict[str, Any]]], total: int, per: int
+                 ) -> list[dict[str, Any]]:
+    out: list[dict[str, Any]] = []
+    queues = {fn: list(cases[:per]) for fn, cases in sorted(by_fn.items())}
+    while len(out) < total and any(queues.values()):
+        for fn in sorted(queues):
+            if queues[fn] and len(out) < total:
+                out.append(queues[fn].pop(0))
+    return out
+
+
+def select(kept: list[dict[str, Any]], traced: list[Traced], in_patch: set[str],
+           config: EnrichConfig) -> dict[str, Any] | None:
+    """The cases to store (see the module docstring), or None without a discriminating one."""
+    boundary_fns = {t.key for t in traced if t.from_tests}
+    scope, fns = "boundary", boundary_fns
+    if not any(c["set"] == "discriminating" and c["fn"] in fns for c in kept):
+        scope, fns = "patch", in_patch
+    if not any(c["set"] == "discriminating" and c["fn"] in fns for c in kept):
+        return None
+    rng = random.Random(config.seed)
+    chosen: list[dict[str, Any]] = []
+    for kind, total, per in (("discriminating", config.max_discriminating,
+                              config.max_per_function),
+                             ("regression", config.max_regression, config.max_regression)):
+        by_fn: dict[str, list[dict[str, Any]]] = {}
+        for case in kept:
+            if case["set"] == kind and case["fn"] in fns:
+                by_fn.setdefault(case["fn"], []).append(case)
+        for cases in by_fn.values():  # traced inputs first, each group in a seeded order
+            rng.shuffle(cases)
+            cases.sort(key=lambda c: c["origin"] != "trace")
+        chosen += _round_robin(by_fn, total, per)
+    used = {c["fn"] for c in chosen}
+    return {"version": 1, "scope": scope, "call_timeout": config.call_timeout,
+            "functions": {t.key: t.target.harness_entry() for t in traced if t.key in used},
+            "boundary": sorted(used & boundary_fns), "patch_functions": sorted(in_patch),
+            "cases": [{k: c[k] for k in ("fn", "args", "kwargs", "origin", "set", "expect")}
+                      for c in chosen]}
+
+
+def summary(recorded: dict[str, Any]) -> str:
+    cases = recorded["cases"]
+    n = {s: sum(c["set"] == s for c in cases) for s in ("discriminating", "regression")}
+    return (f"{n['discriminating']} discriminating and {n['regression']} regression cases "
+            f"over {len(recorded['functions'])} {recorded['scope']} functions")
