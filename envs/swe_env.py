@@ -52,10 +52,23 @@ class SWEEnv(gym.Env[str, Any]):
     ## Rewards
     0.0 on every step but the last. On ``submit`` the reward comes from ``reward``:
     ``"binary"`` (default: 1.0 when resolved), ``"pass_rate"``, ``"shaped"``,
-    ``"replication"`` (agreement with the reference and the tests), or a callable over
-    ``info["reward_components"]``. ``info["grading"]`` holds the per-test report (and, for
-    replication tasks, ``differential``: agreement per removed function) and
-    ``info["flags"]`` every tampering attempt detected.
+    ``"replication"`` (agreement with the reference and the tests), ``"dense"``, or a
+    callable over ``info["reward_components"]``. ``info["grading"]`` holds the per-test
+    report (and, for tasks with differential cases, ``differential``: agreement per function)
+    and ``info["flags"]`` every tampering attempt detected.
+
+    ``"dense"`` is for any task with gold cases (``repogym tasks enrich``: inputs traced from
+    the tests on the gold code, kept where the gold and the base code differ, the
+    discriminating ones, or agree, the regression ones)::
+
+        dense = 0.5 agreement + 0.5 f2p_pass_rate - 0.3 (1 - p2p_pass_rate)
+                - 0.2 (1 - regression_agreement) - 0.2 [any tampering]
+
+    clipped to [-1, 1]; an invalid run gets the tampering term alone. ``agreement`` is the
+    share of discriminating inputs on which the candidate does what the gold code does
+    (on a replication task: the reference's agreement), ``regression_agreement`` the same
+    share over the regression inputs; without cases they fall back to ``f2p_pass_rate`` and
+    1. The gold patch earns 1.0, the empty patch 0.0.
 
     ## Starting State
     A container from the task's image with the repository at ``/testbed`` as one commit (no

@@ -30,6 +30,7 @@ from repogym.tasks.sources.common import (
     slug,
 )
 from repogym.tasks.sources.detect import EnvOverrides, detect_environment, has_tests
+from repogym.tasks.sources.enrich import WithGoldCases
 from repogym.tasks.sources.git import GitOptions, GitSource
 from repogym.tasks.sources.llm import LLMConfig
 from repogym.tasks.sources.pypi import KINDS, PypiOptions, PypiSource
@@ -53,6 +54,9 @@ def _common_parser() -> argparse.ArgumentParser:
     common.add_argument("--seed", type=int, default=0, help="fixes the candidate order")
     common.add_argument("--runs", type=int, default=2,
                         help="test runs per side; tests that disagree are flaky and dropped")
+    common.add_argument("--no-gold-cases", action="store_true",
+                        help="skip recording the differential cases traced from the gold code "
+                        "(see `repogym tasks enrich`)")
     llm = common.add_argument_group("problem statements by a model (optional)")
     llm.add_argument("--llm-base-url", help="OpenAI-compatible endpoint (or OPENAI_BASE_URL)")
     llm.add_argument("--llm-model", help="model name (or REPOGYM_LLM_MODEL); key: OPENAI_API_KEY")
@@ -223,14 +227,17 @@ def run_tasks_add(args: argparse.Namespace) -> int:
         raise DockerUnavailable("`tasks add` runs every candidate's tests in containers")
     with tempfile.TemporaryDirectory(prefix="repogym-add-") as tmp:
         source, config, repo = SOURCES[args.add_source](args, common, llm, Path(tmp))
+        shared = getattr(source, "shares_sources", False)
+        if not args.no_gold_cases and not getattr(args, "no_validate", False):
+            source = WithGoldCases(source)  # differential cases traced from the gold code
         result = collect(source, common.max_candidates)
         if repo is not None:
             repo.keep_only(t.base_commit for t in result.kept)
-        shared = getattr(source, "shares_sources", False)
         report = _write(args.out, result, not shared, {
             "source": args.add_source, "options": config, "common": asdict(common),
             "environment_overrides": asdict(_overrides(args)),
             "llm": llm.describe() if llm else None, "repogym": __version__,
+            "gold_cases": isinstance(source, WithGoldCases),
         })
     print(f"{args.add_source}: {result.summary()}")
     if result.stopped:

@@ -131,6 +131,30 @@ def gold_recorder(config: EnrichConfig | None = None) -> Callable[[Task], tuple[
     return record
 
 
+class WithGoldCases:
+    """A task source whose kept tasks get gold cases: ``repogym tasks add`` records them as
+    it makes each task (replication tasks with their own cases are left as they are)."""
+
+    def __init__(self, source: Any, record: Callable[[Task], tuple[Task, str]] | None = None,
+                 log: Callable[[str], None] | None = None) -> None:
+        from .common import log_stderr
+
+        self.source, self.name = source, source.name
+        self.record = record or gold_recorder()
+        self.log = log or log_stderr
+
+    def candidates(self) -> Any:
+        return self.source.candidates()
+
+    def check(self, task: Task) -> tuple[Task | None, str]:
+        done, reason = self.source.check(task)
+        if done is None or why_not(done):
+            return done, reason
+        done, note = self.record(done)
+        self.log(f"{done.instance_id}: {note}")
+        return done, reason
+
+
 class _GoldRecording:
     """One task's recording in one container of its image."""
 
@@ -164,7 +188,7 @@ class _GoldRecording:
                             "`repogym tasks validate` on the task.")
 
     def run(self) -> tuple[Task, str]:
-        start = time.monotonic()
+        clock = _Clock()
         files = patch_paths(self.task.patch)
         before = self.read(files)
         self.apply("gold.patch", self.task.patch)
@@ -176,19 +200,28 @@ class _GoldRecording:
         traced = name_traced(functions, calls, texts)
         patch_keys = {(p.path, line, p.name) for p in targets for line in p.lines}
         in_patch = {t.key for t in traced if t.place in patch_keys}
+        clock.lap("trace")
         candidates = self.candidates(traced)
+        clock.lap("generate")
         if not candidates:
             return self.task, "nothing traced: no test calls the package with arguments " \
                 "that can be pickled"
         gold = self.outcomes(traced, candidates)
+        # only inputs the gold code settled need the base code's outcomes
+        settled = [c for i, c in enumerate(candidates) if _settled(gold, str(i))]
+        gold = [{str(j): run[str(i)] for j, i in enumerate(
+            i for i in range(len(candidates)) if _settled(gold, str(i)))} for run in gold]
+        clock.lap("gold")
         self.apply("gold.patch", self.task.patch, reverse=True)
-        base = self.outcomes(traced, candidates)
-        kept = classify(candidates, gold, base, self.config.slow_call)
+        base = self.outcomes(traced, settled) if settled else [{}, {}]
+        clock.lap("base")
+        kept = classify(settled, gold, base, self.config.slow_call)
         recorded = select(kept, traced, in_patch, self.config)
         if recorded is None:
             return self.task, f"no discriminating input among {len(candidates)} tried " \
                 f"({len(kept)} settled) over {len(traced)} functions"
-        recorded["seconds"] = round(time.monotonic() - start, 1)
+        recorded["tried"] = len(candidates)
+        recorded["seconds"] = clock.laps
         note = summary(recorded)
         return self.task.with_(extra={**self.task.extra, GOLD_CASES: recorded}), note
 
@@ -256,6 +289,26 @@ class _GoldRecording:
         limit = min(c.call_timeout, 2 * c.slow_call)
         timeout = 60 + limit * len(candidates)
         return [call_cases(self.box, functions, candidates, limit, timeout)[0] for _ in "ab"]
+
+
+class _Clock:
+    """Seconds per phase of a recording."""
+
+    def __init__(self) -> None:
+        self.last = time.monotonic()
+        self.laps: dict[str, float] = {}
+
+    def lap(self, name: str) -> None:
+        now = time.monotonic()
+        self.laps[name] = round(now - self.last, 1)
+        self.last = now
+
+
+def _settled(runs: list[dict[str, tuple[Any, float]]], key: str) -> bool:
+    """The gold code returned or raised the same way in both runs."""
+    a, b = (run.get(key) for run in runs)
+    return a is not None and b is not None and a[0][0] in ("return", "raise") and \
+        json.dumps(a[0]) == json.dumps(b[0])
 
 
 def classify(candidates: list[dict[str, Any]], gold: list[dict[str, tuple[Any, float]]],

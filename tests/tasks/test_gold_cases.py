@@ -213,3 +213,41 @@ def test_dense_reward_gold_one_empty_zero_partial_between() -> None:
     assert dense(comps(f2p_pass_rate=0.5)) == pytest.approx(0.5)
     assert dense(comps(f2p_pass_rate=1.0, agreement=1.0, invalid=1.0,
                        tests_tampered=2.0)) == pytest.approx(-0.2)
+
+
+# --- cases at task creation -------------------------------------------------------------------
+
+
+def test_tasks_add_records_gold_cases_for_the_tasks_it_keeps() -> None:
+    from repogym.tasks.schema import Task
+    from repogym.tasks.sources.enrich import WithGoldCases
+
+    made = Task(instance_id="t", repo="r", base_commit="c", problem_statement="p",
+                patch=PATCH, FAIL_TO_PASS=("tests/test_fix.py::test_x",))
+    rejected = made.with_(instance_id="rejected")
+
+    class Source:
+        name = "fake"
+
+        def candidates(self) -> list[Task]:
+            return [made, rejected]
+
+        def check(self, task: Task) -> tuple[Task | None, str]:
+            return (None, "no") if task is rejected else (task, "ok")
+
+    seen: list[str] = []
+
+    def record(task: Task) -> tuple[Task, str]:
+        seen.append(task.instance_id)
+        return task.with_(extra={"gold_cases": {"cases": [1]}}), "1 case"
+
+    logged: list[str] = []
+    source = WithGoldCases(Source(), record, logged.append)
+    assert source.name == "fake" and source.candidates() == [made, rejected]
+    done, reason = source.check(made)
+    assert done is not None and done.extra["gold_cases"] == {"cases": [1]} and reason == "ok"
+    assert source.check(rejected) == (None, "no")
+    # a task no case can be traced for (here: no pytest) is kept as it is
+    other = made.with_(environment=made.environment.__class__(log_parser="django"))
+    assert source.check(other) == (other, "ok")
+    assert seen == ["t"] and logged == ["t: 1 case"]

@@ -212,3 +212,8 @@ def test_git_through_docker(tmp_path: Path, capsys: pytest.CaptureFixture[str]) 
     assert set(task.PASS_TO_PASS) == {"tests/test_textlib.py::test_shout",
                                       "tests/test_textlib.py::test_words"}
     assert task.problem_statement == "shout('') must be empty"
+    # gold cases, recorded as the task was made: shout("") tells the fix apart
+    cases = task.extra["gold_cases"]
+    assert cases["scope"] == "boundary" and "textlib:shout" in cases["functions"]
+    assert ["return", ""] in [c["expect"] for c in cases["cases"] if c["set"] == "discriminating"]
+    assert report["config"]["gold_cases"] is True
