@@ -43,6 +43,7 @@ OTHER, WRAPPER, TEST, PACKAGE, TARGET = range(5)
 TEST_DIRS = frozenset({"test", "tests", "testing", "e2e", "__tests__"})
 TEST_FILES = frozenset({"conftest.py", "pytest.ini", "tests.py", "test.py"})
 MAX_WRAPPERS = 3  # nested package frames walked through to find the test that called
+MAX_TESTS = 50  # names of the tests that called a function, kept per function
 
 
 def is_test_file(relpath: str) -> bool:
@@ -79,14 +80,14 @@ class GoldTracer:
             kind = self.kinds[code] = self._kind(code)
         if kind < PACKAGE:
             return
-        from_tests = self._from_tests(frame.f_back)
-        if kind == PACKAGE and not from_tests:
+        test = self._test(frame.f_back)
+        if kind == PACKAGE and test is None:
             return
         # a generator's frame reports a "call" each time it resumes; only its start counts
         if code.co_flags & _RESUMABLE and self.starts.setdefault(code, frame.f_lasti) \
                 != frame.f_lasti:
             return
-        self._record(code, frame, from_tests)
+        self._record(code, frame, kind, test)
 
     def _kind(self, code: Any) -> int:
         name = code.co_filename or "<>"
@@ -101,40 +102,44 @@ class GoldTracer:
             return OTHER
         return WRAPPER if code.co_flags & inspect.CO_NESTED else PACKAGE
 
-    def _from_tests(self, frame: Any) -> bool:
+    def _test(self, frame: Any) -> str | None:
+        """The name of the test code that made this call (through wrappers), or None."""
         for _ in range(MAX_WRAPPERS + 1):
             if frame is None:
-                return False
+                return None
             kind = self.kinds.get(frame.f_code)
             if kind is None:
                 kind = self.kinds[frame.f_code] = self._kind(frame.f_code)
             if kind != WRAPPER:
-                return kind == TEST
+                return frame.f_code.co_name if kind == TEST else None
             frame = frame.f_back
-        return False
+        return None
 
-    def _key(self, code: Any, frame: Any) -> str | None:
+    def _key(self, code: Any, frame: Any, kind: int) -> str | None:
         key = self.keys.get(code)
         if key is not None:
             return key
-        if len(self.functions) >= self.max_functions:
+        if kind != TARGET and len(self.functions) >= self.max_functions:
             return None
         path = os.path.realpath(code.co_filename)
         key = f"{path[len(self.root):]}:{code.co_firstlineno}:{code.co_name}"
         self.keys[code] = key
         self.functions.setdefault(key, {
             "path": path[len(self.root):], "line": code.co_firstlineno, "name": code.co_name,
-            "module": frame.f_globals.get("__name__"), "from_tests": 0, "attempts": 0,
-            "skipped": 0})
+            "module": frame.f_globals.get("__name__"), "from_tests": 0, "tests": [],
+            "attempts": 0, "skipped": 0})
         self.calls.setdefault(key, {})
         return key
 
-    def _record(self, code: Any, frame: Any, from_tests: bool) -> None:
-        key = self._key(code, frame)
+    def _record(self, code: Any, frame: Any, kind: int, test: str | None) -> None:
+        key = self._key(code, frame, kind)
         if key is None:
             return
         info, calls = self.functions[key], self.calls[key]
-        info["from_tests"] += from_tests
+        if test is not None:
+            info["from_tests"] += 1
+            if test not in info["tests"] and len(info["tests"]) < MAX_TESTS:
+                info["tests"].append(test)
         # a function called a million times with the same arguments is pickled a bounded time
         if len(calls) >= self.max_calls or info["attempts"] >= 4 * self.max_calls:
             return
@@ -152,8 +157,7 @@ class GoldTracer:
         digest = hashlib.sha1(repr((blobs, named)).encode()).hexdigest()
         calls.setdefault(digest, {
             "args": [base64.b64encode(b).decode() for b in blobs],
-            "kwargs": {k: base64.b64encode(v).decode() for k, v in named.items()},
-            "from_tests": from_tests})
+            "kwargs": {k: base64.b64encode(v).decode() for k, v in named.items()}})
 
     def dump(self, out_dir: str) -> None:
         sys.setprofile(None)

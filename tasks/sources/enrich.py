@@ -51,7 +51,8 @@ SITECUSTOMIZE = (
 class EnrichConfig:
     """How many inputs to try and to keep."""
 
-    max_functions: int = 40  # functions the tracer keeps (the first seen)
+    max_traced_functions: int = 300  # functions the tracer keeps (the first seen)
+    max_functions: int = 40  # functions inputs are tried for (see ``ranked``)
     max_calls: int = 200  # distinct calls the tracer keeps per function
     max_bytes: int = 16_384  # a call's pickled arguments at most
     max_traced: int = 20  # recorded inputs tried per function (a seeded sample)
@@ -65,8 +66,9 @@ class EnrichConfig:
     seed: int = 0
 
     def __post_init__(self) -> None:
-        counts = {k: getattr(self, k) for k in ("max_functions", "max_calls", "max_candidates",
-                                                 "max_discriminating", "max_per_function")}
+        counts = {k: getattr(self, k) for k in (
+            "max_traced_functions", "max_functions", "max_calls", "max_candidates",
+            "max_discriminating", "max_per_function")}
         bad = {k: v for k, v in counts.items() if v < 1}
         if bad or self.max_traced < 0 or self.max_generated < 0 or self.max_regression < 0:
             raise ValueError(f"{bad or 'max_traced/max_generated/max_regression'}: give "
@@ -197,8 +199,9 @@ class _GoldRecording:
         targets = places(after, changed_functions(self.task.patch, before, after))
         functions, calls = self.trace(targets)
         texts = self.read(sorted({info["path"] for info in functions.values()}))
-        traced = name_traced(functions, calls, texts)
         patch_keys = {(p.path, line, p.name) for p in targets for line in p.lines}
+        traced = ranked(name_traced(functions, calls, texts), patch_keys, self.task,
+                        self.config.max_functions)
         in_patch = {t.key for t in traced if t.place in patch_keys}
         clock.lap("trace")
         candidates = self.candidates(traced)
@@ -229,7 +232,7 @@ class _GoldRecording:
         """Runs the files of the failing tests with the tracer on; what it saw."""
         c = self.config
         spec = {"root": "/testbed", "out": OUT_DIR, "max_calls": c.max_calls,
-                "max_bytes": c.max_bytes, "max_functions": c.max_functions,
+                "max_bytes": c.max_bytes, "max_functions": c.max_traced_functions,
                 "targets": [{"path": f"/testbed/{p.path}", "name": p.name,
                              "lines": list(p.lines)} for p in targets]}
         sub = TRACE_DIR.removeprefix("/opt/")
@@ -253,8 +256,9 @@ class _GoldRecording:
         for line in dumps.split():
             data = json.loads(base64.b64decode(line))
             for key, info in data["functions"].items():
-                seen = functions.setdefault(key, {**info, "from_tests": 0})
+                seen = functions.setdefault(key, {**info, "from_tests": 0, "tests": []})
                 seen["from_tests"] += info["from_tests"]
+                seen["tests"] += [t for t in info["tests"] if t not in seen["tests"]]
             for key, found in data["calls"].items():
                 for call in found:
                     calls.setdefault(key, {}).setdefault(json.dumps(call, sort_keys=True), call)
@@ -302,6 +306,20 @@ class _Clock:
         now = time.monotonic()
         self.laps[name] = round(now - self.last, 1)
         self.last = now
+
+
+def ranked(traced: list[Traced], patch_keys: set[tuple[str, int, str]], task: Task,
+           limit: int) -> list[Traced]:
+    """The ``limit`` functions inputs are tried for: those a FAIL_TO_PASS test calls first,
+    then the patch's own, then the rest the tests call (the first seen)."""
+    failing = {t.split("::")[-1].split("[")[0] for t in task.FAIL_TO_PASS}
+
+    def rank(t: Traced) -> int:
+        if t.from_tests and failing.intersection(t.tests):
+            return 0
+        return 1 if t.place in patch_keys else 2
+
+    return sorted(traced, key=rank)[:limit]
 
 
 def _settled(runs: list[dict[str, tuple[Any, float]]], key: str) -> bool:

@@ -111,6 +111,7 @@ class Traced:
     from_tests: int  # calls made by test code (boundary calls)
     calls: list[dict[str, Any]]
     place: tuple[str, int, str]  # the tracer's key: path, line, name
+    tests: tuple[str, ...] = ()  # the names of the test functions that called it
 
 
 def name_traced(functions: dict[str, dict[str, Any]], calls: dict[str, list[dict[str, Any]]],
@@ -137,5 +138,6 @@ def name_traced(functions: dict[str, dict[str, Any]], calls: dict[str, list[dict
             continue
         plain = [{"args": c["args"], "kwargs": c["kwargs"]} for c in calls.get(tkey, [])]
         found[key] = Traced(key, target, int(info.get("from_tests", 0)), plain,
-                            (info["path"], info["line"], info["name"]))
+                            (info["path"], info["line"], info["name"]),
+                            tuple(info.get("tests", ())))
     return list(found.values())

@@ -20,7 +20,7 @@ from gold_toy import CORE, GOLD, HIDDEN_TESTS, unified, write_repo
 from repogym.envs.grading.agreement import score_gold
 from repogym.envs.grading.rewards import dense
 from repogym.tasks.sources import boundary, trace
-from repogym.tasks.sources.enrich import SITECUSTOMIZE, EnrichConfig, classify, select
+from repogym.tasks.sources.enrich import SITECUSTOMIZE, EnrichConfig, classify, ranked, select
 from repogym.tasks.sources.gold_targets import (
     Traced,
     changed_functions,
@@ -98,6 +98,9 @@ def test_tracer_records_boundary_calls_and_the_patch_functions(tmp_path: Path) -
     assert set(seen) == {"parse_qty", "__init__", "add", "remove", "total_of", "_clean"}
     assert seen["_clean"]["from_tests"] == 0 and seen["parse_qty"]["from_tests"] > 0
     assert seen["total_of"]["from_tests"] == 1 and seen["parse_qty"]["module"] == "inv.core"
+    # which tests called: the functions a FAIL_TO_PASS test calls are tried first
+    assert seen["total_of"]["tests"] == ["test_total"]
+    assert set(seen["parse_qty"]["tests"]) == {"test_plain", "test_empty", "test_separators"}
     texts = {"inv/core.py": GOLD}
     sys.path.insert(0, str(repo))  # to unpickle the toy's Stock here
     try:
@@ -139,12 +142,24 @@ def test_inputs_are_sorted_by_what_gold_and_base_do() -> None:
         ("discriminating", ["return", 1])]
 
 
-def traced(key: str, from_tests: int) -> Traced:
+def traced(key: str, from_tests: int, tests: tuple[str, ...] = ()) -> Traced:
     from repogym.tasks.sources.trace import TargetFunction
 
     target = TargetFunction(key=key, module="m", qualname=key.split(":")[1], role="call",
                             lines=(1,))
-    return Traced(key, target, from_tests, [], ("m.py", 1, key))
+    return Traced(key, target, from_tests, [], ("m.py", 1, key), tests)
+
+
+def test_functions_a_failing_test_calls_come_first_then_the_patchs() -> None:
+    from repogym.tasks.schema import Task
+
+    task = Task(instance_id="t", repo="r", base_commit="c", problem_statement="p",
+                FAIL_TO_PASS=("tests/test_a.py::TestA::test_new[x-1]",))
+    fns = [traced("m:other", 2, ("test_old",)), traced("m:helper", 0),
+           traced("m:api", 1, ("test_old", "test_new"))]
+    patch_keys = {("m.py", 1, "m:helper")}
+    assert [t.key for t in ranked(fns, patch_keys, task, 3)] == ["m:api", "m:helper", "m:other"]
+    assert [t.key for t in ranked(fns, patch_keys, task, 1)] == ["m:api"]
 
 
 def test_cases_are_kept_on_the_boundary_else_on_the_patch_functions() -> None:
