@@ -56,7 +56,8 @@ class EnrichConfig:
     max_calls: int = 200  # distinct calls the tracer keeps per function
     max_bytes: int = 16_384  # a call's pickled arguments at most
     max_traced: int = 20  # recorded inputs tried per function (a seeded sample)
-    max_generated: int = 20  # inputs hypothesis adds per function
+    max_generated: int = 20  # inputs hypothesis adds per function ...
+    max_generated_failing: int = 60  # ... and per function a FAIL_TO_PASS test calls
     max_candidates: int = 800  # inputs tried in all
     max_discriminating: int = 100  # discriminating cases kept in all ...
     max_per_function: int = 25  # ... and per function
@@ -70,7 +71,8 @@ class EnrichConfig:
             "max_traced_functions", "max_functions", "max_calls", "max_candidates",
             "max_discriminating", "max_per_function")}
         bad = {k: v for k, v in counts.items() if v < 1}
-        if bad or self.max_traced < 0 or self.max_generated < 0 or self.max_regression < 0:
+        if bad or min(self.max_traced, self.max_generated, self.max_generated_failing,
+                      self.max_regression) < 0:
             raise ValueError(f"{bad or 'max_traced/max_generated/max_regression'}: give "
                              "positive counts (max_traced, max_generated, max_regression >= 0).")
         if not 0 < self.slow_call < self.call_timeout:
@@ -204,29 +206,55 @@ class _GoldRecording:
                         self.config.max_functions)
         in_patch = {t.key for t in traced if t.place in patch_keys}
         clock.lap("trace")
-        candidates = self.candidates(traced)
-        clock.lap("generate")
-        if not candidates:
+        # round 1: the inputs the tests passed
+        first = self.traced_candidates(traced)
+        if not first:
             return self.task, "nothing traced: no test calls the package with arguments " \
                 "that can be pickled"
-        gold = self.outcomes(traced, candidates)
-        # only inputs the gold code settled need the base code's outcomes
-        settled = [c for i, c in enumerate(candidates) if _settled(gold, str(i))]
-        gold = [{str(j): run[str(i)] for j, i in enumerate(
-            i for i in range(len(candidates)) if _settled(gold, str(i)))} for run in gold]
-        clock.lap("gold")
-        self.apply("gold.patch", self.task.patch, reverse=True)
-        base = self.outcomes(traced, settled) if settled else [{}, {}]
-        clock.lap("base")
-        kept = classify(settled, gold, base, self.config.slow_call)
+        kept = self.settle(traced, first)
+        clock.lap("traced")
+        # round 2: inputs hypothesis makes from them, from the discriminating ones where any
+        second = self.generated_candidates(traced, kept, self.config.max_candidates - len(first))
+        clock.lap("generate")
+        if second:
+            self.apply("gold.patch", self.task.patch)
+            kept += self.settle(traced, second)
+        clock.lap("generated")
         recorded = select(kept, traced, in_patch, self.config)
+        tried = len(first) + len(second)
         if recorded is None:
-            return self.task, f"no discriminating input among {len(candidates)} tried " \
+            return self.task, f"no discriminating input among {tried} tried " \
                 f"({len(kept)} settled) over {len(traced)} functions"
-        recorded["tried"] = len(candidates)
+        recorded["tried"] = tried
         recorded["seconds"] = clock.laps
         note = summary(recorded)
         return self.task.with_(extra={**self.task.extra, GOLD_CASES: recorded}), note
+
+    def settle(self, traced: list[Traced], candidates: list[dict[str, Any]]
+               ) -> list[dict[str, Any]]:
+        """:func:`classify` of ``candidates``, run on the gold code (in place when called)
+        and, after reverting the gold patch, on the base code (in place on return)."""
+        gold = self.outcomes(traced, candidates)
+        # only inputs the gold code settled need the base code's outcomes
+        index = [i for i in range(len(candidates)) if _settled(gold, str(i))]
+        settled = [candidates[i] for i in index]
+        gold = [{str(j): run[str(i)] for j, i in enumerate(index)} for run in gold]
+        self.apply("gold.patch", self.task.patch, reverse=True)
+        if not settled:
+            return []
+        # the base code runs twice only where it differs from the gold code: an input whose
+        # second run differs is dropped (a flaky base could agree with the gold code later)
+        (once,) = self.outcomes(traced, settled, runs=1)
+        differs = [i for i in range(len(settled)) if not _same_outcome(gold[0], once, str(i))]
+        (again,) = self.outcomes(traced, [settled[i] for i in differs], runs=1) \
+            if differs else ({},)
+        twice = dict(once)
+        for j, i in enumerate(differs):
+            if str(j) in again:
+                twice[str(i)] = again[str(j)]
+            else:  # the harness never got to it
+                twice.pop(str(i), None)
+        return classify(settled, gold, [once, twice], self.config.slow_call)
 
     def trace(self, targets: list[Any]) -> tuple[dict[str, Any], dict[str, Any]]:
         """Runs the files of the failing tests with the tracer on; what it saw."""
@@ -264,27 +292,46 @@ class _GoldRecording:
                     calls.setdefault(key, {}).setdefault(json.dumps(call, sort_keys=True), call)
         return functions, {k: list(v.values()) for k, v in calls.items()}
 
-    def candidates(self, traced: list[Traced]) -> list[dict[str, Any]]:
-        """A seeded sample of each function's traced calls and generated ones, within
-        ``max_candidates`` in all."""
+    def traced_candidates(self, traced: list[Traced]) -> list[dict[str, Any]]:
+        """A seeded sample of each function's traced calls, half of ``max_candidates`` at
+        most."""
+        c = self.config
+        rng = random.Random(c.seed)
+        share = c.max_candidates // 2 // max(1, len(traced))
+        out: list[dict[str, Any]] = []
+        for t in traced:
+            sample = rng.sample(t.calls, min(len(t.calls), c.max_traced, share))
+            out += [{"fn": t.key, **call, "origin": "trace"} for call in sample]
+        return out
+
+    def generated_candidates(self, traced: list[Traced], kept: list[dict[str, Any]],
+                             budget: int) -> list[dict[str, Any]]:
+        """Inputs mutated from the traced ones: from the discriminating ones for the functions
+        that have some, which get ``max_generated_failing`` (so do the functions a
+        FAIL_TO_PASS test calls), else ``max_generated``; ``budget`` in all."""
         from .inputs import generate_calls
 
         c = self.config
-        rng = random.Random(c.seed)
-        share = max(1, c.max_candidates // max(1, len(traced)))
+        telling: dict[str, list[dict[str, Any]]] = {}
+        for case in kept:
+            if case["set"] == "discriminating":
+                telling.setdefault(case["fn"], []).append(
+                    {"args": case["args"], "kwargs": case["kwargs"]})
+        wants = {t.key: c.max_generated_failing if t.key in telling or
+                 called_by_failing(t, self.task) else c.max_generated for t in traced}
+        scale = min(1.0, budget / max(1, sum(wants.values())))
         out: list[dict[str, Any]] = []
         for t in traced:
-            n_traced = min(len(t.calls), c.max_traced, share)
-            sample = rng.sample(t.calls, n_traced)
-            made = generate_calls(t.calls, t.target, min(c.max_generated, share - n_traced),
-                                  c.seed) if t.calls else []
-            out += [{"fn": t.key, **call, "origin": "trace"} for call in sample]
-            out += [{"fn": t.key, **call, "origin": "hypothesis"} for call in made]
-        return out[:c.max_candidates]
+            seeds = telling.get(t.key) or t.calls
+            n = int(wants[t.key] * scale)
+            if seeds and n > 0:
+                made = generate_calls(seeds, t.target, n, c.seed)
+                out += [{"fn": t.key, **call, "origin": "hypothesis"} for call in made]
+        return out
 
-    def outcomes(self, traced: list[Traced], candidates: list[dict[str, Any]]
+    def outcomes(self, traced: list[Traced], candidates: list[dict[str, Any]], runs: int = 2
                  ) -> list[dict[str, tuple[Any, float]]]:
-        """Two runs of the harness on the code in place now, as the unprivileged user."""
+        """``runs`` runs of the harness on the code in place now, as the unprivileged user."""
         from repogym.envs.grading.agreement import call_cases
 
         c = self.config
@@ -292,7 +339,8 @@ class _GoldRecording:
         # calls slower than slow_call are dropped anyway: no need to wait for them longer
         limit = min(c.call_timeout, 2 * c.slow_call)
         timeout = 60 + limit * len(candidates)
-        return [call_cases(self.box, functions, candidates, limit, timeout)[0] for _ in "ab"]
+        return [call_cases(self.box, functions, candidates, limit, timeout)[0]
+                for _ in range(runs)]
 
 
 class _Clock:
@@ -312,14 +360,26 @@ def ranked(traced: list[Traced], patch_keys: set[tuple[str, int, str]], task: Ta
            limit: int) -> list[Traced]:
     """The ``limit`` functions inputs are tried for: those a FAIL_TO_PASS test calls first,
     then the patch's own, then the rest the tests call (the first seen)."""
-    failing = {t.split("::")[-1].split("[")[0] for t in task.FAIL_TO_PASS}
 
     def rank(t: Traced) -> int:
-        if t.from_tests and failing.intersection(t.tests):
+        if called_by_failing(t, task):
             return 0
         return 1 if t.place in patch_keys else 2
 
     return sorted(traced, key=rank)[:limit]
+
+
+def called_by_failing(t: Traced, task: Task) -> bool:
+    """Whether a FAIL_TO_PASS test (by its function's name) called ``t`` directly."""
+    failing = {test.split("::")[-1].split("[")[0] for test in task.FAIL_TO_PASS}
+    return bool(t.from_tests and failing.intersection(t.tests))
+
+
+def _same_outcome(a: dict[str, tuple[Any, float]], b: dict[str, tuple[Any, float]],
+                  key: str) -> bool:
+    from repogym.envs.grading.differential import same
+
+    return key in a and key in b and same(a[key][0], b[key][0])
 
 
 def _settled(runs: list[dict[str, tuple[Any, float]]], key: str) -> bool:

@@ -147,10 +147,25 @@ def _call_strategy(st: Any, call: dict[str, Any], target: TargetFunction) -> Any
         name = target.params[i] if i < len(target.params) else target.vararg
         return target.annotations.get(name) if name else None
 
-    args = st.tuples(*(_slot(st, b, annotation(i)) for i, b in enumerate(call["args"])))
-    kwargs = st.fixed_dictionaries({k: _slot(st, b, target.annotations.get(k))
-                                    for k, b in call["kwargs"].items()})
-    return st.builds(lambda a, k: {"args": list(a), "kwargs": k}, args, kwargs)
+    slots = [(i, b, annotation(i)) for i, b in enumerate(call["args"])] + \
+        [(k, b, target.annotations.get(k)) for k, b in call["kwargs"].items()]
+
+    def changing(which: set[int | str]) -> Any:
+        def slot(key: int | str, blob: str, note: str | None) -> Any:
+            return _slot(st, blob, note) if key in which else st.just(blob)
+
+        args = st.tuples(*(slot(i, b, n) for i, b, n in slots if isinstance(i, int)))
+        kwargs = st.fixed_dictionaries({k: slot(k, b, n) for k, b, n in slots
+                                        if isinstance(k, str)})
+        return st.builds(lambda a, k: {"args": list(a), "kwargs": k}, args, kwargs)
+
+    # one argument changed at a time, mostly: changing all at once mostly makes calls that
+    # any version rejects the same way (an unknown key, a negative count); only plain data
+    # changes (a project's objects stay as recorded)
+    every = {key for key, blob, _ in slots if plain_value(blob)[0]}
+    if len(every) < 2:
+        return changing(every)
+    return st.one_of(*(changing({key}) for key in sorted(every, key=str)), changing(every))
 
 
 def _typed_strategy(st: Any, target: TargetFunction) -> Any | None:
@@ -180,14 +195,25 @@ def generate_calls(calls: list[dict[str, Any]], target: TargetFunction, n: int, 
     if n <= 0 or strategy is None:
         return []
     found: dict[str, dict[str, Any]] = {}
+    seen = {json.dumps(c, sort_keys=True) for c in calls}
 
     @fix_seed(seed)
     @settings(max_examples=4 * n, database=None, deadline=None, phases=[Phase.generate],
               suppress_health_check=list(HealthCheck))
     @given(strategy)
     def collect(call: dict[str, Any]) -> None:
-        found.setdefault(json.dumps(call, sort_keys=True), call)
+        key = json.dumps(call, sort_keys=True)
+        if key not in seen:
+            found.setdefault(key, call)
+        if len(found) >= n:
+            raise _Enough  # hypothesis costs milliseconds an example: stop once there are n
 
-    collect()
-    seen = {json.dumps(c, sort_keys=True) for c in calls}
-    return [c for key, c in found.items() if key not in seen][:n]
+    try:
+        collect()
+    except _Enough:
+        pass
+    return list(found.values())[:n]
+
+
+class _Enough(Exception):
+    """Ends a hypothesis run early (see :func:`generate_calls`)."""

@@ -158,16 +158,16 @@ def test_the_grading_container_holds_no_outcome_and_no_gold_code(
         result = run_gold_cases(box, task)
         assert result is not None and result["agreement"] == 0.0  # the base code ran
 
-        def grep(text: str) -> list[str]:
+        def grep(*texts: str) -> list[str]:
+            patterns = [arg for text in texts for arg in ("-e", text)]
             found = box.exec(["grep", "-rlIFs", "--exclude-dir=proc", "--exclude-dir=sys",
-                              "--exclude-dir=dev", "--", text, "/"], user="root", timeout=300)
+                              "--exclude-dir=dev", *patterns, "/"], user="root", timeout=300)
             return found.output.split()
 
         assert "/opt/repogym-grade/diff/inputs.json" in grep('"fn"')  # the search works
         outcomes = sorted({json.dumps(c["expect"]) for c in task.extra["gold_cases"]["cases"]
                            if c["set"] == "discriminating"}, key=len)[-3:]
-        for text in ['.replace(",", "")', '"expect": [', "discriminating", *outcomes]:
-            assert grep(text) == [], f"{text!r} is in the grading container"
+        assert grep('.replace(",", "")', '"expect": [', "discriminating", *outcomes) == []
 
 
 def test_dense_reward_in_the_environment(enriched: dict[str, Any]) -> None:
