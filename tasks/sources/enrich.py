@@ -150,6 +150,9 @@ class WithGoldCases:
     def candidates(self) -> Any:
         return self.source.candidates()
 
+    def __getattr__(self, name: str) -> Any:  # the wrapped source's other attributes
+        return getattr(self.source, name)
+
     def check(self, task: Task) -> tuple[Task | None, str]:
         done, reason = self.source.check(task)
         if done is None or why_not(done):
