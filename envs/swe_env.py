@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import tempfile
 import time
 from pathlib import Path
@@ -238,8 +239,9 @@ class SWEEnv(gym.Env[str, Any]):
         if snap is not None:
             info.update(snapshot=snap.id, steps=snap.steps)
         if self.record_dir is not None:
-            self.recorder = EpisodeRecorder(self.record_dir, self.task.instance_id,
-                                            self._episodes, f"{self.run_id}-{id(self):x}")
+            # the pid too: a vector env's workers share their parent's run id
+            self.recorder = EpisodeRecorder(self.record_dir, self.task.instance_id, self._episodes,
+                                            f"{self.run_id}-{os.getpid()}-{id(self):x}")
             self.recorder.write("reset", task_id=self.task.instance_id,
                                 task_hash=self.task.task_hash, seed=seed, observation=obs,
                                 image=self.image.tag, model=self.model,

@@ -185,8 +185,11 @@ class DockerSandbox:
                 environment=env,
             )["Id"]
             raw = api.exec_start(exec_id, socket=True)
-        return Shell(SocketTransport(raw, self.container, self.user), self.config.output_limit,
-                     reap_strays=True)
+        try:
+            return Shell(SocketTransport(raw, self.container, self.user),
+                         self.config.output_limit, reap_strays=True)
+        except ShellDied as exc:  # the container went away under it (removed, stopped)
+            raise SandboxError(f"no shell started in {self.name}: {exc}") from exc
 
     def hand_over_shell(self) -> tuple[socket.socket, int, str | None]:
         """The shell's socket, pid and working folder, for another process to speak to it.
