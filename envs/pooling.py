@@ -64,3 +64,5 @@ def _serve() -> None:
     with _lock:
         if _broker is None or _broker.pid != os.getpid():
             _broker = broker.Broker(shared.open_pool, shared.close_pool, grader_for)
+        else:
+            _broker.export()  # again: the variable may have been changed since

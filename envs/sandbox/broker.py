@@ -4,8 +4,10 @@ gymnasium's ``AsyncVectorEnv`` makes one env in the parent process (to read the 
 one env per worker process. Envs with the default pool settings would each keep a spare
 container and a warm grading container: 3N containers for N workers. Instead, every process
 that opens a shared pool (:mod:`repogym.envs.sandbox.shared`) also serves it here, on a Unix
-socket in a folder only its user can enter, guarded by a random key; both are handed to child
-processes in :data:`ENV_VAR`. A gymnasium worker process whose parent serves pools leases its
+socket in the abstract namespace (nothing on disk to leave behind; containers, which have no
+network, live in other namespaces and cannot see it), guarded by a random key that the peer
+must prove it holds before anything is read; both are handed to child processes in
+:data:`ENV_VAR`. A gymnasium worker process whose parent serves pools leases its
 containers from the parent:
 
 - the parent starts, resets in place and removes the containers, exactly as for its own envs;
@@ -23,13 +25,17 @@ import atexit
 import multiprocessing
 import os
 import secrets
-import shutil
 import socket
-import tempfile
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
-from multiprocessing.connection import Client, Connection, Listener
+from multiprocessing.connection import (
+    Client,
+    Connection,
+    Listener,
+    answer_challenge,
+    deliver_challenge,
+)
 from multiprocessing.reduction import recv_handle, send_handle
 from typing import Any
 
@@ -41,7 +47,7 @@ from repogym.envs.sandbox.shell import Shell
 from repogym.envs.sandbox.transport import SocketTransport
 from repogym.errors import SandboxError
 
-ENV_VAR = "REPOGYM_POOL_BROKER"  # "pid:run_id:key_hex:socket_path", set by the serving process
+ENV_VAR = "REPOGYM_POOL_BROKER"  # "pid:run_id:key_hex:socket_name", set by the serving process
 WORKER_PREFIX = "Worker<"  # how gymnasium names the processes of an AsyncVectorEnv
 
 
@@ -123,27 +129,38 @@ class Broker:
     def __init__(self, open_pool: Callable[[Any], SandboxPool],
                  close_pool: Callable[[SandboxPool], None], grader_for: Callable[..., Any]):
         self._session_args = (open_pool, close_pool, grader_for)
-        self.folder = tempfile.mkdtemp(prefix="repogym-pools-")  # 0700: only this user enters
-        self.address = os.path.join(self.folder, "pools.sock")
-        self.key = secrets.token_bytes(32)
-        self.listener = Listener(self.address, family="AF_UNIX", authkey=self.key)
         self.pid = os.getpid()
+        self.name = f"repogym-pools-{self.pid}-{secrets.token_hex(8)}"
+        self.key = secrets.token_bytes(32)
+        # room for every worker of a vector env connecting at once (the default is 1); the key
+        # is checked in each connection's own thread, so a peer that stalls holds up no other
+        self.listener = Listener("\0" + self.name, family="AF_UNIX", backlog=64)
         self._closing = False
         threading.Thread(target=self._accept, name="repogym-pool-broker", daemon=True).start()
-        os.environ[ENV_VAR] = f"{self.pid}:{default_run_id()}:{self.key.hex()}:{self.address}"
+        self.export()
         atexit.register(self.close)
+
+    def export(self) -> None:
+        """Names this broker to the child processes started from now on."""
+        os.environ[ENV_VAR] = f"{self.pid}:{default_run_id()}:{self.key.hex()}:{self.name}"
 
     def _accept(self) -> None:
         while True:
             try:
                 conn = self.listener.accept()
-            except (OSError, EOFError, multiprocessing.AuthenticationError):
+            except OSError:
                 if self._closing:
                     return
                 continue
             threading.Thread(target=self._serve, args=(conn,), daemon=True).start()
 
     def _serve(self, conn: Connection) -> None:
+        try:  # the peer proves it holds the key before anything it sends is unpickled
+            deliver_challenge(conn, self.key)
+            answer_challenge(conn, self.key)
+        except (OSError, EOFError, multiprocessing.AuthenticationError):
+            conn.close()
+            return
         session = _Session(conn, *self._session_args)
         try:
             while True:
@@ -170,7 +187,6 @@ class Broker:
             del os.environ[ENV_VAR]
         self._closing = True
         self.listener.close()
-        shutil.rmtree(self.folder, ignore_errors=True)
 
 
 def _portable(exc: Exception) -> Exception:
@@ -187,7 +203,7 @@ def _portable(exc: Exception) -> Exception:
 # --- the leasing side (a worker) ------------------------------------------------------------------
 
 def parent_address() -> tuple[int, str, bytes, str] | None:
-    """The serving parent's (pid, run id, key, socket path) when this process is a gymnasium
+    """The serving parent's (pid, run id, key, socket name) when this process is a gymnasium
     vector env worker whose parent serves pools."""
     if not multiprocessing.current_process().name.startswith(WORKER_PREFIX):
         return None
@@ -244,8 +260,8 @@ class RemotePool:
     :class:`~repogym.envs.sandbox.pool.SandboxPool` that the env and the bench use)."""
 
     def __init__(self, address: tuple[int, str, bytes, str], key: Any):
-        _, _, secret, path = address
-        self.conn = Client(path, family="AF_UNIX", authkey=secret)
+        _, _, secret, name = address
+        self.conn = Client("\0" + name, family="AF_UNIX", authkey=secret)
         self._lock = threading.Lock()
         self._closed = False
         self.run_id: str = self._call("open", key)
