@@ -17,10 +17,17 @@ import warnings
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from repogym.envs.grading import stage
+from repogym.envs.grading import canary, stage
 from repogym.envs.grading.agreement import run_differential
-from repogym.envs.grading.canary import Canaries, canary_problems, make_canaries
-from repogym.envs.grading.results import disagreements, parse_junit, parse_log
+from repogym.envs.grading.canary import Canaries, canary_problems
+from repogym.envs.grading.results import (
+    disagreements,
+    match_cut_ids,
+    parse_junit,
+    parse_log,
+    resolve_cut_ids,
+)
+from repogym.envs.grading.testcmd import pytest_args, runs_pytest
 from repogym.envs.grading.warm_pytest import WarmPytest, pytest_argv
 from repogym.envs.sandbox.base import SandboxConfig
 from repogym.envs.sandbox.docker import DockerSandbox
@@ -30,9 +37,6 @@ from repogym.errors import RepogymError
 from repogym.tasks.schema import Task
 
 G = stage.G
-CANARY_CANDIDATES = 6  # canary paths offered to the staging script; it plants the first free one
-PYTEST_PARSERS = {"pytest", "parse_log_pytest", "pytest_v2", "parse_log_pytest_v2",
-                  "pytest_options", "parse_log_pytest_options"}
 GRADER_CAPS = ("CHOWN", "DAC_OVERRIDE", "FOWNER", "KILL")
 TEST_UID = 1000  # the images' unprivileged user, who runs the tests
 _IMPORTS = re.compile(r"\n__RG_IMPORTS=(\d)\n")
@@ -59,6 +63,7 @@ class GradingReport:
     flags: list[str] = field(default_factory=list)
     invalid_reasons: list[str] = field(default_factory=list)
     canaries: dict[str, str] = field(default_factory=dict)
+    canary_note: str = ""  # where the canaries went and why there, or why there are none
     statuses: dict[str, str] = field(default_factory=dict)
     swebench_status: str = ""
     exit_code: int | None = None
@@ -141,7 +146,7 @@ class _Run:
 
     def __init__(self, grader: Grader, task: Task, box: DockerSandbox, report: GradingReport):
         self.g, self.task, self.box, self.report = grader, task, box, report
-        self.pytest = task.environment.log_parser in PYTEST_PARSERS
+        self.pytest = runs_pytest(task.environment)
         self.changed: list[str] = []
         if "root" not in box.attachments:
             box.attachments["root"] = Runner.start(box)
@@ -159,10 +164,9 @@ class _Run:
 
     def grade(self, patch: str) -> None:
         canaries = self.stage(patch)
-        test_files = self.test_files()
         # no known test files: the whole suite runs, and discovery finds the canaries too
-        run_files = test_files + ([canaries.path] if canaries else []) if test_files else []
-        log, junit = self.run_tests(run_files)
+        # (the planter names them on the command line only where that narrows nothing)
+        log, junit = self.run_tests(self.test_files() + (canaries.args if canaries else []))
         self.report.differential = run_differential(self.box, self.task)  # the tests' user ended
         self.judge(log, junit, canaries)
 
@@ -177,16 +181,17 @@ class _Run:
         stripped = stage.protected_by_name(predicted, task_tests)
         checked = stage.content_checked(predicted, stripped)
         test_files = self.test_files()
-        candidates: list[Canaries] = []
-        if self.pytest and self.g.config.canaries:
-            taken = set(test_files) | set(predicted)
-            for _ in range(CANARY_CANDIDATES):
-                candidates.append(make_canaries(test_files, taken, self.g.rng))
-                taken.add(candidates[-1].path)
-        upload = stage.upload({"agent.patch": patch, "test.patch": self.task.test_patch})
+        plant = self.pytest and self.g.config.canaries
+        files = {"agent.patch": patch, "test.patch": self.task.test_patch}
+        if plant:
+            files["plant.py"] = canary.planter_source()
+            files["canary.json"] = canary.request(
+                pytest_args(self.task.environment.test_cmd) or [], test_files,
+                stage.header_paths(self.task.test_patch), self.g.rng)
+        upload = stage.upload(files)
         first = stage.apply_script(nonempty, checked)
         finish = lambda: stage.finish_script(  # noqa: E731 - built once stripped is final
-            sorted(stripped), candidates, test_files, self._protected_dirs(test_files, candidates))
+            sorted(stripped), plant, test_files, self._protected_dirs(test_files))
         if checked:  # the host must read those files before it knows what to strip
             code, out = self.root(first, data=upload)
             staged = stage.parse(out, checked)
@@ -194,7 +199,8 @@ class _Run:
                 if staged.applied and stage.config_changed(path, *staged.contents[path]):
                     stripped[path] = "pytest_config"
             code, out2 = self.root(stage.resume_header(staged.applied) + finish())
-            staged = stage.parse(out + out2, checked)
+            out += out2
+            staged = stage.parse(out, checked)
         else:
             code, out = self.root(first + finish(), data=upload)
             staged = stage.parse(out, checked)
@@ -213,14 +219,23 @@ class _Run:
         r.stripped = stripped
         for reason in sorted(set(stripped.values())):
             r.flags.append(f"tampered_{reason}")
-        if staged.canary is None:
-            return None
-        return candidates[staged.canary]
+        return self._planted(staged.canary, out) if plant else None
 
-    def _protected_dirs(self, test_files: list[str], candidates: list[Canaries]) -> list[str]:
-        """/testbed and every folder on the way to a test file: no new conftest.py there."""
+    def _planted(self, marker: str | None, output: str) -> Canaries | None:
+        planted = canary.read_planted(marker, output)
+        if planted.canaries is None:
+            # no canary, no proof that the runner was left alone: the run cannot count
+            self.report.canary_note = planted.error
+            self.report.invalidate(f"canaries could not be planted: {planted.error}")
+            return None
+        self.report.canary_note = f"{planted.canaries.path} ({planted.canaries.note})"
+        return planted.canaries
+
+    def _protected_dirs(self, test_files: list[str]) -> list[str]:
+        """/testbed and every folder on the way to a test file: no new conftest.py there (the
+        planter does the same for the canary's folders)."""
         dirs = {"."}
-        for path in test_files + [c.path for c in candidates[:1]]:
+        for path in test_files:
             parts = path.split("/")[:-1]
             for i in range(1, len(parts) + 1):
                 dirs.add("/".join(parts[:i]))
@@ -308,18 +323,11 @@ class _Run:
 
     def judge(self, log: str, junit_xml: str, canaries: Canaries | None) -> None:
         r, task = self.report, self.task
-        log_status = parse_log(log, task.environment.log_parser)
-        statuses = dict(log_status)
+        parser = task.environment.log_parser
+        log_status = parse_log(log, parser)
+        statuses = view = dict(log_status)
         if self.pytest:
-            junit = parse_junit(junit_xml)
-            expected = [*task.FAIL_TO_PASS, *task.PASS_TO_PASS] + (
-                list(canaries.ids) if canaries else [])
-            mismatch = disagreements(junit, log_status, expected)
-            if mismatch:
-                r.invalidate(f"JUnit and log disagree on {mismatch[:5]}", "report_mismatch")
-            # JUnit names every test whole; the log parser cuts ids at a space, and a cut id
-            # in a task's lists would never be found again
-            statuses = junit if not mismatch else {}
+            statuses, view = self._junit_statuses(junit_xml, log_status, canaries)
         if canaries:
             r.canaries = {node: statuses.get(node, "MISSING") for node in canaries.ids}
             problems = canary_problems(canaries, statuses)
@@ -330,8 +338,8 @@ class _Run:
         self._check_exit(statuses, canaries)
         canary_ids = set(canaries.ids) if canaries else set()
         r.statuses = {t: s for t, s in statuses.items() if t not in canary_ids}
-        r.fail_to_pass = {t: statuses.get(t, "MISSING") for t in task.FAIL_TO_PASS}
-        r.pass_to_pass = {t: statuses.get(t, "MISSING") for t in task.PASS_TO_PASS}
+        r.fail_to_pass = {t: view.get(t, "MISSING") for t in task.FAIL_TO_PASS}
+        r.pass_to_pass = {t: view.get(t, "MISSING") for t in task.PASS_TO_PASS}
         missing = [t for t, s in {**r.fail_to_pass, **r.pass_to_pass}.items() if s == "MISSING"]
         if missing:
             # the whole expected set must be collected; an uncollected test is no tampering
@@ -341,7 +349,7 @@ class _Run:
         from swebench.harness.grading import get_eval_tests_report, get_resolution_status
 
         gold = {"FAIL_TO_PASS": list(task.FAIL_TO_PASS), "PASS_TO_PASS": list(task.PASS_TO_PASS)}
-        tests_report = get_eval_tests_report(statuses, gold)
+        tests_report = get_eval_tests_report(view, gold)
         r.swebench_status = get_resolution_status(tests_report)
         f2p_ok = [t for t, s in r.fail_to_pass.items() if s == "PASSED"]  # explicit passes only
         p2p_ok = tests_report["PASS_TO_PASS"]["success"]
@@ -352,6 +360,28 @@ class _Run:
         r.resolved = (r.valid and r.patch_applied and not missing
                       and r.swebench_status == "RESOLVED_FULL"
                       and len(f2p_ok) == len(task.FAIL_TO_PASS) and bool(task.FAIL_TO_PASS))
+
+    def _junit_statuses(self, junit_xml: str, log_status: dict[str, str],
+                        canaries: Canaries | None) -> tuple[dict[str, str], dict[str, str]]:
+        """(JUnit's statuses by whole id, the same with the task's cut ids added), both empty
+        when JUnit and the log disagree. JUnit names every test whole; SWE-bench's lists hold
+        ids as its log parser cuts them (at a space): each such id stands for the tests whose
+        cut id it is (see ``results.match_cut_ids``)."""
+        r, task = self.report, self.task
+        parser = task.environment.log_parser
+        junit = parse_junit(junit_xml)
+        if not junit and log_status and r.exit_code in (0, 1):
+            r.invalidate("pytest wrote no JUnit file: the test command did not pass the "
+                         "harness's options on to pytest", "report_mismatch")
+            return {}, {}
+        expected = [*task.FAIL_TO_PASS, *task.PASS_TO_PASS]
+        view = resolve_cut_ids(junit, match_cut_ids(expected, junit, parser))
+        mismatch = disagreements(view, log_status,
+                                 expected + (list(canaries.ids) if canaries else []), parser)
+        if mismatch:
+            r.invalidate(f"JUnit and log disagree on {mismatch[:5]}", "report_mismatch")
+            return {}, {}
+        return junit, view
 
     def _check_exit(self, statuses: dict[str, str], canaries: Canaries | None) -> None:
         r = self.report
@@ -390,7 +420,7 @@ def test_files(task: Task) -> list[str]:
     """The test files a grading run names on the test command's line."""
     env = task.environment
     files = list(env.test_files) or stage.header_paths(task.test_patch)
-    if env.log_parser in PYTEST_PARSERS:
+    if runs_pytest(env):
         for test_id in (*task.FAIL_TO_PASS, *task.PASS_TO_PASS):
             files.append(test_id.split("::")[0])
         files = [f for f in files if f.endswith(".py")] or files

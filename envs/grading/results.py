@@ -65,16 +65,78 @@ def _status(case: ET.Element) -> str:
     return "PASSED"
 
 
-def disagreements(junit: dict[str, str], log: dict[str, str], ids: list[str]) -> list[str]:
-    """Ids on which the two sources disagree about passing (or one of them lacks)."""
+# pytest's -rA summary lists passes, then skips, xfails, xpasses, errors and failures; swebench's
+# parsers keep the last line they read for an id, so of tests sharing one id the later wins
+SUMMARY_ORDER = ("PASSED", "SKIPPED", "XFAIL", "XPASS", "ERROR", "FAILED")
+
+
+def log_keys(test_id: str, parser: str) -> set[str]:
+    """The ids the log parser reports for ``test_id``, on a summary line of each status. The
+    pytest parsers split lines on whitespace: ``t[a b]`` is reported as ``t[a``, and that cut
+    id is what SWE-bench's published lists hold."""
+    parse = parser_for(parser)
+    keys: set[str] = set()
+    for status in SUMMARY_ORDER:
+        tail = " - x" if status in ("FAILED", "ERROR") else ""
+        try:
+            keys |= set(parse(f"{status} {test_id}{tail}\n", None))
+        except Exception:  # a parser that cannot read the line reports nothing for it
+            continue
+    return keys
+
+
+def worst(statuses: list[str]) -> str:
+    """The status swebench's parser keeps for tests that share one id: the last one pytest's
+    summary prints."""
+    rank = {s: i for i, s in enumerate(SUMMARY_ORDER)}
+    return max(statuses, key=lambda s: rank.get(s, len(SUMMARY_ORDER)))
+
+
+def match_cut_ids(expected: list[str], junit: dict[str, str], parser: str) -> dict[str, list[str]]:
+    """For each expected id JUnit lacks, the JUnit ids the log parser reports under it (ids
+    cut at a space, as SWE-bench's lists hold them). Several full ids may share a cut id."""
+    missing = [t for t in expected if t not in junit]
+    if not missing:
+        return {}
+    by_file: dict[str, list[str]] = {}
+    for node in junit:
+        by_file.setdefault(node.split("::")[0], []).append(node)
+    keys: dict[str, set[str]] = {}
+    out: dict[str, list[str]] = {}
+    for test_id in missing:
+        members = []
+        for node in by_file.get(test_id.split("::")[0], []):
+            if node not in keys:
+                keys[node] = log_keys(node, parser)
+            if test_id in keys[node]:
+                members.append(node)
+        if members:
+            out[test_id] = sorted(members)
+    return out
+
+
+def resolve_cut_ids(junit: dict[str, str], groups: dict[str, list[str]]) -> dict[str, str]:
+    """JUnit's statuses, plus one for each cut id: the status swebench's parser would give it
+    (a failure among the tests that share it fails it)."""
+    view = dict(junit)
+    for test_id, members in groups.items():
+        view[test_id] = worst([junit[m] for m in members])
+    return view
+
+
+def disagreements(junit: dict[str, str], log: dict[str, str], ids: list[str],
+                  parser: str = "pytest") -> list[str]:
+    """Ids on which the two sources disagree about passing. ``junit``
+    holds cut ids too (see ``resolve_cut_ids``); the log is read under the id the parser
+    gives each test."""
     out = []
     for test_id in ids:
-        # the log parser splits lines on whitespace: an id holding a space ("test_f[a b]")
-        # appears there cut at its first space
-        cut = test_id.split()[0] if test_id.strip() else test_id
-        a, b = junit.get(test_id), log.get(test_id, log.get(cut))
+        a, b = junit.get(test_id), log.get(test_id)
+        if b is None:
+            b = next((log[k] for k in sorted(log_keys(test_id, parser)) if k in log), None)
         if a is None and b is None:
             continue
-        if a is None or b is None or (a in PASSING) != (b in PASSING):
+        # a source that lacks a test claims no pass for it (some parsers leave skips out)
+        if (a in PASSING) != (b in PASSING):
             out.append(test_id)
     return out

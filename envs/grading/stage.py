@@ -24,7 +24,6 @@ import tempfile
 import time
 from dataclasses import dataclass, field
 
-from repogym.envs.grading.canary import Canaries
 from repogym.envs.grading.protect import CONTENT_CHECKED, protected_reason, pytest_settings
 from repogym.errors import GradingError
 
@@ -103,7 +102,7 @@ class Staged:
     apply_log: str = ""
     container_paths: list[str] = field(default_factory=list)
     contents: dict[str, tuple[str, str]] = field(default_factory=dict)  # path: (before, after)
-    canary: int | None = None  # which of the candidate canaries was planted
+    canary: str | None = None  # the planter's report (JSON), None when it did not report
     done: bool = False  # the whole staging ran (not only its first part)
 
 
@@ -146,23 +145,17 @@ def apply_script(nonempty: bool, checked: list[str]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def finish_script(stripped: list[str], candidates: list[Canaries], locked: list[str],
-                  dirs: list[str]) -> str:
+def finish_script(stripped: list[str], plant: bool, locked: list[str], dirs: list[str]) -> str:
     """Part two: take out protected changes (only where the patch applied), apply the task's
-    test patch, plant the first candidate canary whose path is free, and make test files and
-    their folders root's."""
+    test patch, plant the canaries (``plant.py``, sent with the upload, decides where), and
+    make test files and their folders root's."""
     restore = "".join(
         f"  if git cat-file -e HEAD:{shlex.quote(p)} 2>/dev/null; then "
         f"git checkout -q HEAD -- {shlex.quote(p)}; else rm -rf -- {shlex.quote(p)}; "
         "fi 2>/dev/null\n"
         for p in stripped)
-    plant = ""
-    for i, canary in enumerate(candidates):
-        q = shlex.quote(canary.path)
-        folder = shlex.quote(canary.path.rpartition("/")[0] or ".")
-        plant += (f'if [ -z "$__rg_canary" ] && [ ! -e {q} ] && [ ! -L {q} ]; then '
-                  f"__rg_canary={i}; mkdir -p -- {folder} && printf %s "
-                  f"{shlex.quote(canary.source)} > {q} && locked+=({q}); fi\n")
+    planter = (f"python3 -I -S {G}/plant.py {G}/canary.json 2>&1 | tail -c 4000; "
+               f"rm -f {G}/canary.json {G}/plant.py\n") if plant else ""
     qlocked = " ".join(shlex.quote(p) for p in locked)
     qdirs = " ".join(shlex.quote(d) for d in dirs)
     return f"""cd /testbed
@@ -170,10 +163,8 @@ if [ "$__rg_applied" = 0 ]; then :
 {restore}fi
 if [ -s {G}/test.patch ]; then git apply --binary --whitespace=nowarn {G}/test.patch \
   || {{ echo __RG_TEST_PATCH=failed; exit 3; }}; fi
-__rg_canary=
+{planter}mkdir -p {OUT} && chown 1000:1000 {OUT} 2>/dev/null || chmod 777 {OUT}
 locked=({qlocked})
-{plant}echo "__RG_CANARY=$__rg_canary"
-mkdir -p {OUT} && chown 1000:1000 {OUT} 2>/dev/null || chmod 777 {OUT}
 files=(); for f in "${{locked[@]}}"; do [ -e "$f" ] && files+=("$f"); done
 dirs=(); for d in {qdirs}; do [ -d "$d" ] && dirs+=("$d"); done
 [ ${{#files[@]}} = 0 ] || {{ chown root:root -- "${{files[@]}}"; chmod 644 -- "${{files[@]}}"; }}
@@ -203,8 +194,7 @@ def parse(output: str, checked: list[str]) -> Staged:
                     container_paths=numstat_paths(base64.b64decode(marks.get("NUMSTAT", ""))))
     staged.contents = {p: (_unb64(marks.get(f"BEFORE{i}", "")), _unb64(marks.get(f"AFTER{i}", "")))
                        for i, p in enumerate(checked)}
-    canary = marks.get("CANARY", "")
-    staged.canary = int(canary) if canary.isdigit() else None
+    staged.canary = marks.get("CANARY")
     staged.done = marks.get("STAGED") == "1"
     return staged
 

@@ -88,13 +88,13 @@ def gold_cases(task: Task) -> dict[str, Any] | None:
 
 def why_not(task: Task) -> str | None:
     """Why gold cases cannot be recorded for ``task``, or None when they can be tried."""
-    from repogym.envs.grading.grader import PYTEST_PARSERS
+    from repogym.envs.grading.testcmd import runs_pytest
 
     if (task.reference or {}).get("cases"):
         return "a replication task with its own cases"
     if not task.patch.strip():
         return "no gold patch"
-    if task.environment.log_parser not in PYTEST_PARSERS:
+    if not runs_pytest(task.environment):
         return "calls are traced only under pytest"
     if not patch_paths(task.patch):
         return "the gold patch changes no library Python file"

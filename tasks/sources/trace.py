@@ -227,7 +227,8 @@ def record_cases(task: Task, config: TraceConfig | None = None) -> tuple[Task | 
     """The task with ``reference["cases"]`` recorded in Docker (see the module docstring),
     or the task unchanged and why no case could be recorded. (A task whose image holds the
     removed code elsewhere never gets here: see :mod:`.leak`.)"""
-    from repogym.envs.grading.grader import PYTEST_PARSERS, Grader
+    from repogym.envs.grading.grader import Grader
+    from repogym.envs.grading.testcmd import runs_pytest
     from repogym.envs.sandbox.base import SandboxConfig
     from repogym.envs.sandbox.docker import DockerSandbox
     from repogym.tasks.images import ensure_image
@@ -235,7 +236,7 @@ def record_cases(task: Task, config: TraceConfig | None = None) -> tuple[Task | 
     ref = task.reference or {}
     if task.kind != "replication" or not ref.get("file") or "granularity" not in ref:
         return task, "not a replication task with a reference"
-    if task.environment.log_parser not in PYTEST_PARSERS:
+    if not runs_pytest(task.environment):
         return task, "calls are traced only under pytest"
     image = ensure_image(task, progress=lambda _m: None)
     box_config = SandboxConfig(image=image.tag, role="tracer", **Grader().container_config())

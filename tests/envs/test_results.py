@@ -1,6 +1,18 @@
 """The two result sources and how they are compared."""
 
-from repogym.envs.grading.results import disagreements, parse_junit, parse_log
+from swebench.harness.log_parsers import PARSER_REGISTRY
+
+from repogym.envs.grading.results import (
+    disagreements,
+    log_keys,
+    match_cut_ids,
+    parse_junit,
+    parse_log,
+    resolve_cut_ids,
+    worst,
+)
+from repogym.envs.grading.testcmd import pytest_args, reads_pytest_output, runs_pytest
+from repogym.tasks.schema import Environment
 
 JUNIT = """<?xml version="1.0"?><testsuites><testsuite>
 <testcase classname="tests.test_a" file="tests/test_a.py" name="test_ok"/>
@@ -38,3 +50,74 @@ def test_a_forged_log_line_disagrees() -> None:
                                 "PASSED tests/test_a.py::TestK::test_m"), "pytest")
     assert disagreements(junit, log, ["tests/test_a.py::TestK::test_m"]) == [
         "tests/test_a.py::TestK::test_m"]
+
+
+# SWE-bench's published lists hold ids as swebench's log parser cuts them (at a space)
+CUT = 'tests/test_cli.py::test_locate_app[cliapp.factory-create_app2("foo",'
+FULL = 'tests/test_cli.py::test_locate_app[cliapp.factory-create_app2("foo", "bar")]'
+TWIN = 'tests/test_cli.py::test_locate_app[cliapp.factory-create_app2("foo", "baz")]'
+
+
+def test_a_cut_id_stands_for_the_whole_id_it_was_cut_from() -> None:
+    junit = {FULL: "PASSED", "tests/test_cli.py::test_other": "PASSED"}
+    groups = match_cut_ids([CUT, "tests/test_cli.py::test_other"], junit, "parse_log_flask")
+    assert groups == {CUT: [FULL]}
+    view = resolve_cut_ids(junit, groups)
+    assert view[CUT] == "PASSED" and view[FULL] == "PASSED"
+    log = parse_log(f"PASSED {FULL}\n", "parse_log_flask")
+    assert log == {CUT: "PASSED"}
+    assert disagreements(view, log, [CUT, FULL], "parse_log_flask") == []
+
+
+def test_ids_that_share_a_cut_id_pass_only_together() -> None:
+    # swebench's parser keeps the last summary line of an id: a failure (printed after the
+    # passes) wins, so the cut id passes only when every test behind it passes
+    junit = {FULL: "PASSED", TWIN: "FAILED"}
+    groups = match_cut_ids([CUT], junit, "parse_log_pytest")
+    assert groups == {CUT: sorted([FULL, TWIN])}
+    assert resolve_cut_ids(junit, groups)[CUT] == "FAILED"
+    log = parse_log(f"PASSED {FULL}\nFAILED {TWIN} - assert 0\n", "parse_log_pytest")
+    assert log[CUT] == "FAILED"
+    assert disagreements(resolve_cut_ids(junit, groups), log, [CUT], "parse_log_pytest") == []
+    assert worst(["PASSED", "XFAIL", "SKIPPED"]) == "XFAIL"
+    assert worst(["PASSED", "PASSED"]) == "PASSED"
+
+
+def test_ids_as_the_options_parser_rewrites_them() -> None:
+    # requests' parser shortens a path parameter to its last part
+    full = "tests/test_utils.py::test_x[/usr/lib/python3]"
+    cut = "tests/test_utils.py::test_x[/python3]"
+    assert cut in log_keys(full, "parse_log_requests")
+    assert match_cut_ids([cut], {full: "PASSED"}, "parse_log_requests") == {cut: [full]}
+
+
+def test_a_source_that_lacks_a_test_claims_no_pass() -> None:
+    junit = {"t.py::a": "SKIPPED", "t.py::b": "PASSED"}
+    assert disagreements(junit, {}, ["t.py::a"]) == []
+    assert disagreements(junit, {}, ["t.py::b"]) == ["t.py::b"]
+    assert disagreements({}, {"t.py::b": "PASSED"}, ["t.py::b"]) == ["t.py::b"]
+
+
+def test_parsers_are_pytest_by_what_they_read() -> None:
+    pytest_like = {k for k in PARSER_REGISTRY if reads_pytest_output(k)}
+    assert {"parse_log_pytest", "parse_log_flask", "parse_log_requests", "parse_log_astropy",
+            "parse_log_matplotlib", "parse_log_seaborn"} <= pytest_like
+    assert reads_pytest_output("pytest") and reads_pytest_output("pytest_v2")
+    assert not {"parse_log_django", "parse_log_sympy", "parse_log_jest", "parse_log_gotest",
+                "parse_log_cargo"} & pytest_like
+
+
+def test_a_run_is_pytest_when_its_command_runs_pytest() -> None:
+    assert pytest_args("python -m pytest -rA") == ["-rA"]
+    assert pytest_args("pytest --no-header -rA -p no:cacheprovider") == [
+        "--no-header", "-rA", "-p", "no:cacheprovider"]
+    assert pytest_args("cd repo && PYTHONWARNINGS=ignore py.test tests") == ["tests"]
+    assert pytest_args("tox --current-env -epy39 -v --") == []
+    assert pytest_args("./tests/runtests.py --verbosity 2") is None
+    flask = Environment(test_cmd="pytest -rA", log_parser="parse_log_flask")
+    assert runs_pytest(flask)
+    assert not runs_pytest(Environment(test_cmd="bin/test -C", log_parser="parse_log_sympy"))
+    assert not runs_pytest(Environment(test_cmd="bin/test -C", log_parser="pytest"))
+    assert pytest_args("env PYTHONHASHSEED=0 python -m pytest -rA") == ["-rA"]
+    assert pytest_args("timeout 600 coverage run -m pytest -x") == ["-x"]
+    assert pytest_args("pytest -x tests || true") == ["-x", "tests"]

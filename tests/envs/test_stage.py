@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from repogym.envs.grading import stage
-from repogym.envs.grading.canary import Canaries
 
 
 def test_a_rename_names_both_paths() -> None:
@@ -43,14 +42,16 @@ def test_setup_files_are_judged_by_content() -> None:
 
 def test_the_script_output_is_read_by_its_markers() -> None:
     out = ("noise\n__RG_NUMSTAT=MQkwCWEucHkA\n__RG_APPLY=0 \n__RG_BEFORE0=YQ==\n__RG_AFTER0=Yg==\n"
-           "__RG_CANARY=1\n__RG_STAGED=1\n")
+           '__RG_CANARY={"path": "t/test_c.py"}\n__RG_STAGED=1\n')
     staged = stage.parse(out, ["setup.cfg"])
     assert staged.applied and staged.container_paths == ["a.py"] and staged.done
-    assert staged.contents == {"setup.cfg": ("a", "b")} and staged.canary == 1
+    assert staged.contents == {"setup.cfg": ("a", "b")}
+    assert staged.canary == '{"path": "t/test_c.py"}'
 
 
-def test_the_finish_script_plants_the_first_free_canary() -> None:
-    canaries = [Canaries(f"tests/test_c{i}.py", "test_p", "test_f", "x = 1\n") for i in range(2)]
-    script = stage.finish_script(["conftest.py"], canaries, ["tests/test_a.py"], [".", "tests"])
-    assert script.index("tests/test_c0.py") < script.index("tests/test_c1.py")
+def test_the_finish_script_plants_the_canaries_after_the_test_patch() -> None:
+    script = stage.finish_script(["conftest.py"], True, ["tests/test_a.py"], [".", "tests"])
+    assert script.index(f"{stage.G}/test.patch") < script.index(f"{stage.G}/plant.py")
+    assert script.index(f"{stage.G}/plant.py") < script.index("chown root:root")
     assert "git checkout -q HEAD -- conftest.py" in script
+    assert "plant.py" not in stage.finish_script([], False, [], ["."])
