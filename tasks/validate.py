@@ -6,6 +6,8 @@ the same way in an episode.
 
 from __future__ import annotations
 
+import re
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -53,12 +55,9 @@ def derive_lists(
     for rep in before + after:
         if not rep.valid and rep.timed_out:
             return None, "tests time out"
-        if "canary" in rep.flags and set(rep.canaries.values()) == {"MISSING"}:
+        if not rep.valid:
             side = "with the gold patch" if any(rep is a for a in after) else "without it"
-            return None, (f"tests not collected {side} (the package does not import?): "
-                          f"{_last_lines(rep.log_tail)}")
-        if "canary" in rep.flags:
-            return None, "canaries misbehaved (the test runner is not plain pytest)"
+            return None, invalid_reason(rep, side)
     flaky = _flaky([r.statuses for r in before]) | _flaky([r.statuses for r in after])
     b, a = before[0].statuses, after[0].statuses
     f2p = sorted(
@@ -70,6 +69,38 @@ def derive_lists(
     if not f2p:
         return None, "no test fails before the patch and passes after it"
     return task.with_(FAIL_TO_PASS=tuple(f2p), PASS_TO_PASS=tuple(p2p)), "ok"
+
+
+_SUMMARY = re.compile(r"^=+ (.+?) =+$", re.M)
+
+
+def seen(rep: GradingReport) -> str:
+    """What the run showed: pytest's own summary line (or the counts of the statuses it
+    reported) and its exit status."""
+    lines = [m.group(1) for m in _SUMMARY.finditer(rep.log_tail)
+             if re.search(r"\b(passed|failed|errors?|skipped|no tests ran)\b", m.group(1))]
+    if lines:
+        summary = lines[-1]
+    else:
+        counts = Counter(rep.statuses.values())
+        summary = ", ".join(f"{n} {s.lower()}" for s, n in sorted(counts.items())) or "no test"
+    return f"{summary}; exit status {rep.exit_code}"
+
+
+def invalid_reason(rep: GradingReport, side: str) -> str:
+    """Why a run cannot be used, with what it actually showed."""
+    ran = any(s in ("PASSED", "FAILED") for s in rep.statuses.values())
+    canaries = set(rep.canaries.values())
+    if "canary" in rep.flags and canaries == {"MISSING"} and ran:
+        return (f"canaries not collected {side} although tests ran ({seen(rep)}); they were "
+                f"at {rep.canary_note}")
+    if "canary" in rep.flags and canaries == {"MISSING"}:
+        return (f"tests not collected {side} ({seen(rep)}): {_last_lines(rep.log_tail)}")
+    if "canary" in rep.flags:
+        got = ", ".join(f"{k.rsplit('::', 1)[-1]} {v}" for k, v in sorted(rep.canaries.items()))
+        return (f"canaries misbehaved {side} ({got}; {seen(rep)}): the test runner is not "
+                "plain pytest")
+    return f"invalid run {side} ({seen(rep)}): {'; '.join(rep.invalid_reasons)[:300]}"
 
 
 def _last_lines(text: str, n: int = 3) -> str:

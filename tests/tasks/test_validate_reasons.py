@@ -1,0 +1,52 @@
+"""A rejected candidate's reason says what its run showed (no Docker needed)."""
+
+from __future__ import annotations
+
+from repogym.envs.grading.grader import GradingReport
+from repogym.tasks.validate import invalid_reason, seen
+
+RAN = """FAILED toolz/tests/test_curried.py::test_reduce - NotImplementedError
+=================== 2 failed, 190 passed, 1 skipped in 0.97s ===================
+"""
+COLLECTION = """ERROR toolz/tests/test_curried.py - ImportError: broken
+!!!!!!!!!!!!!!!!!!!! Interrupted: 1 error during collection !!!!!!!!!!!!!!!!!!!!
+=============================== 1 error in 0.21s ===============================
+"""
+MISSING = {"toolz/tests/test_a_b.py::test_c": "MISSING",
+           "toolz/tests/test_a_b.py::test_d": "MISSING"}
+
+
+def report(log: str, statuses: dict[str, str], canaries: dict[str, str],
+           exit_code: int) -> GradingReport:
+    rep = GradingReport("x", log_tail=log, statuses=statuses, canaries=canaries,
+                        exit_code=exit_code, canary_note="toolz/tests/test_a_b.py (...)")
+    rep.invalidate("canary toolz/tests/test_a_b.py::test_c expected PASSED, got MISSING",
+                   "canary")
+    return rep
+
+
+def test_tests_that_ran_are_never_called_an_import_failure() -> None:
+    rep = report(RAN, {"toolz/tests/test_x.py::test_y": "PASSED"}, MISSING, 1)
+    reason = invalid_reason(rep, "without it")
+    assert reason.startswith("canaries not collected without it although tests ran")
+    assert "2 failed, 190 passed, 1 skipped in 0.97s; exit status 1" in reason
+    assert "import" not in reason and "toolz/tests/test_a_b.py" in reason
+
+
+def test_a_run_that_collected_nothing_says_so_with_the_error() -> None:
+    rep = report(COLLECTION, {"toolz/tests/test_curried.py": "ERROR"}, MISSING, 2)
+    reason = invalid_reason(rep, "with the gold patch")
+    assert reason.startswith("tests not collected with the gold patch (1 error in 0.21s; "
+                             "exit status 2)")
+    assert "ImportError: broken" in reason
+
+
+def test_misbehaving_canaries_and_other_invalid_runs() -> None:
+    rep = report(RAN, {"a.py::t": "PASSED"}, {"p.py::test_c": "PASSED",
+                                              "p.py::test_d": "PASSED"}, 0)
+    assert "test_d PASSED" in invalid_reason(rep, "without it")
+    other = GradingReport("x", statuses={"a.py::t": "PASSED", "a.py::u": "FAILED"}, exit_code=1)
+    other.invalidate("JUnit and log disagree on ['a.py::t']", "report_mismatch")
+    reason = invalid_reason(other, "without it")
+    assert "1 failed, 1 passed; exit status 1" in reason and "JUnit and log disagree" in reason
+    assert seen(GradingReport("x", exit_code=5)) == "no test; exit status 5"
