@@ -28,7 +28,7 @@ from repogym.envs.grading.results import (
     resolve_cut_ids,
 )
 from repogym.envs.grading.testcmd import pytest_args, runs_pytest
-from repogym.envs.grading.warm_pytest import WarmPytest, pytest_argv
+from repogym.envs.grading.warm_pytest import IMPORT_CHECK, WarmPytest, pytest_argv
 from repogym.envs.sandbox.base import SandboxConfig
 from repogym.envs.sandbox.docker import DockerSandbox
 from repogym.envs.sandbox.pool import SandboxPool
@@ -40,6 +40,7 @@ G = stage.G
 GRADER_CAPS = ("CHOWN", "DAC_OVERRIDE", "FOWNER", "KILL")
 TEST_UID = 1000  # the images' unprivileged user, who runs the tests
 _IMPORTS = re.compile(r"\n__RG_IMPORTS=(\d)\n")
+_SHADOW = re.compile(r"\n__RG_SHADOW=(.*)\n")
 TEST_ENV = {"PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1", "PYTHONDONTWRITEBYTECODE": "1"}
 
 
@@ -74,6 +75,7 @@ class GradingReport:
     log_tail: str = ""
     differential: dict[str, Any] | None = None  # replication tasks: agreement with the reference
     warm_pytest: bool = False  # the tests ran in the pytest imported ahead of time
+    shadowed: list[str] = field(default_factory=list)  # "module:path" imported from elsewhere
 
     def invalidate(self, reason: str, flag: str | None = None) -> None:
         self.valid = False
@@ -282,6 +284,10 @@ class _Run:
             log = log[: last.start()] + "\n" + log[last.end() :]
             if not result.timed_out:
                 self.report.imports = last.group(1) == "0"
+            shadow = list(_SHADOW.finditer(log))
+            if shadow:  # a diagnosis only: nothing here decides a reward
+                log = log[: shadow[-1].start()] + "\n" + log[shadow[-1].end() :]
+                self.report.shadowed = shadow[-1].group(1).split()
         self.report.log_tail = log[-4000:]
         # nothing the tests left behind may write to the results after this point; the compile
         # check is root's too (compiling runs none of the agent's code)
@@ -306,17 +312,20 @@ class _Run:
                 "printf COMPILE_FAILED; ")
 
     def _modules(self) -> list[str]:
-        """The top-level packages and modules the agent changed."""
-        modules = sorted({p.split("/")[0].removesuffix(".py") for p in self._kept_python()})
-        return [m for m in modules if m.isidentifier()]
+        """The top-level packages and modules the agent changed (``src/pkg/...`` is ``pkg``)."""
+        tops = set()
+        for path in self._kept_python():
+            parts = path.split("/")
+            tops.add(parts[1] if len(parts) > 2 and parts[0] in ("src", "lib") else parts[0])
+        return sorted(m for m in (t.removesuffix(".py") for t in tops) if m.isidentifier())
 
     def _import_check(self) -> str:
         """Whether the packages the agent changed still import."""
         modules = self._modules()
         if not modules:
             return ""
-        code = "import importlib,sys\nfor m in sys.argv[1:]: importlib.import_module(m)"
-        return (f"timeout 10 python -c {shlex.quote(code)} {' '.join(modules)} >/dev/null 2>&1; "
+        code = IMPORT_CHECK + "check(sys.argv[1:])"
+        return (f"timeout 10 python -c {shlex.quote(code)} {' '.join(modules)} 2>/dev/null; "
                 "printf '\\n__RG_IMPORTS=%d\\n' $?;")
 
     # --- 4. the verdict ------------------------------------------------------------------------

@@ -32,10 +32,30 @@ from repogym.envs.sandbox.transport import FrameReader, exit_code
 
 READY = "__RG_PYTEST_READY"
 
+# Imports the packages the agent changed; prints those that come from outside /testbed (an
+# installed copy that shadows the repository: the tests never saw the agent's code). A name
+# that is no module at all (docs/, scripts/) is skipped. Both ways of running the tests use it.
+IMPORT_CHECK = r"""
+import importlib, sys
+def check(names):
+    away = []
+    for name in names:
+        try:
+            module = importlib.import_module(name)
+        except ModuleNotFoundError as exc:
+            if exc.name == name:
+                continue
+            raise
+        path = getattr(module, "__file__", None) or ""
+        if path and not path.startswith("/testbed/"):
+            away.append(name + ":" + path)
+    sys.stdout.write("\n__RG_SHADOW=" + " ".join(away) + "\n")
+"""
+
 # Runs in the container. Prints READY once pytest is imported (or REFUSED with the reason),
 # then reads one JSON request: the argv, the form ("module" or "script") and the modules to
-# import afterwards.
-RUNNER = r"""
+# import afterwards (``check``, from IMPORT_CHECK).
+RUNNER = IMPORT_CHECK + r"""
 import os, sys
 workdir = os.getcwd()
 try:
@@ -67,10 +87,8 @@ try:
 except SystemExit as exc:
     code = exc.code if isinstance(exc.code, int) else 1
 if request["imports"]:
-    import importlib
     try:
-        for name in request["imports"]:
-            importlib.import_module(name)
+        check(request["imports"])
         ok = True
     except BaseException:
         ok = False
