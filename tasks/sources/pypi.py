@@ -14,7 +14,7 @@ import sys
 import tarfile
 import zipfile
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path, PurePosixPath
 
 from repogym.errors import TaskError
@@ -111,6 +111,29 @@ def unpack_sdist(archive: Path, dest: Path) -> Path:
     return tops[0] if len(tops) == 1 and tops[0].is_dir() else dest
 
 
+def sdist_version(project: Path) -> str | None:
+    """The version an sdist's ``PKG-INFO`` declares."""
+    try:
+        text = (project / "PKG-INFO").read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return None
+    match = re.search(r"^Version:\s*(\S+)\s*$", text, re.M)
+    return match.group(1) if match else None
+
+
+def pin_scm_version(setup: tuple[str, ...], version: str | None) -> tuple[str, ...]:
+    """The commands that install the project itself, told its version. A project versioned by
+    setuptools-scm or hatch-vcs reads it from git tags, which the one-commit snapshot lacks:
+    it would install as 0.1.dev1, and a later install whose requirements exclude that version
+    (pytest needing iniconfig>=2) replaces it with a copy from the index that shadows /testbed,
+    so the tests never see the code under test."""
+    if not version or not re.fullmatch(r"[A-Za-z0-9.+!_-]+", version):
+        return setup
+    own = re.compile(r"pip install (-e )?'?\.(\[[^\]]*\])?'?$")
+    return tuple(f"SETUPTOOLS_SCM_PRETEND_VERSION={version} {cmd}" if own.search(cmd) else cmd
+                 for cmd in setup)
+
+
 class PypiSource:
     """Replication and synthetic candidates of one sdist, interleaved."""
 
@@ -132,6 +155,8 @@ class PypiSource:
                             "checked; try another version, or clone the project's repository "
                             "and use `tasks add replication`/`synthetic` on it.")
         env = detect_environment(self.work, overrides)
+        if overrides is None or overrides.setup is None:
+            env = replace(env, setup=pin_scm_version(env.setup, sdist_version(project)))
         self.sources: dict[str, TaskSource] = {}
         if "replication" in options.kinds:
             self.sources["replication"] = ReplicationSource(

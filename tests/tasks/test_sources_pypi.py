@@ -14,7 +14,13 @@ import pytest
 from repogym.errors import TaskError
 from repogym.tasks.schema import Task
 from repogym.tasks.sources.common import SourceOptions
-from repogym.tasks.sources.pypi import PypiOptions, PypiSource, unpack_sdist
+from repogym.tasks.sources.pypi import (
+    PypiOptions,
+    PypiSource,
+    pin_scm_version,
+    sdist_version,
+    unpack_sdist,
+)
 
 PROJECT = {
     "setup.py": "from setuptools import setup\nsetup(name='tinycalc', version='0.3', "
@@ -92,7 +98,8 @@ def test_sdist_becomes_candidates_of_both_kinds(tmp_path: Path) -> None:
     assert kinds[:2] == ["replication", "synthetic"]  # interleaved
     assert kinds.count("replication") == 1 and kinds.count("synthetic") > 1
     env = kept[0].environment
-    assert env.setup[0] == "python -m pip install -e '.[test]'"
+    # the snapshot has no git tags: a version read from them would be 0.1.dev1
+    assert env.setup[0] == "SETUPTOOLS_SCM_PRETEND_VERSION=0.3 python -m pip install -e '.[test]'"
     assert all(t.source == str(source.work.path) for t in kept)
 
 
@@ -109,3 +116,14 @@ def test_a_missing_package_says_what_to_check(tmp_path: Path) -> None:
     with pytest.raises(TaskError, match="could not download"):
         PypiSource(_options(tmp_path / "index", requirement="nosuchpkg==1.0"), SourceOptions(),
                    tmp_path / "work", log=lambda _m: None)
+
+
+def test_the_project_install_is_told_the_sdists_version(tmp_path: Path) -> None:
+    (tmp_path / "PKG-INFO").write_text("Metadata-Version: 2.4\nName: iniconfig\nVersion: 2.3.1\n")
+    assert sdist_version(tmp_path) == "2.3.1"
+    assert sdist_version(tmp_path / "missing") is None
+    setup = ("python -m pip install -e .", "python -m pip install 'pytest>=8.4.2'")
+    assert pin_scm_version(setup, "2.3.1") == (
+        "SETUPTOOLS_SCM_PRETEND_VERSION=2.3.1 python -m pip install -e .", setup[1])
+    assert pin_scm_version(setup, None) == setup
+    assert pin_scm_version(setup, "1; rm -rf /") == setup
