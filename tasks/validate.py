@@ -66,6 +66,10 @@ def derive_lists(
     p2p = sorted(
         t for t, s in a.items() if s == "PASSED" and b.get(t) == "PASSED" and t not in flaky
     )
+    if not f2p and after[0].shadowed:
+        return None, ("no test fails before the patch and passes after it: the tests import "
+                      f"{', '.join(after[0].shadowed[:3])}, not the repository's code (an "
+                      "installed copy shadows /testbed)")
     if not f2p:
         return None, "no test fails before the patch and passes after it"
     return task.with_(FAIL_TO_PASS=tuple(f2p), PASS_TO_PASS=tuple(p2p)), "ok"
@@ -96,6 +100,12 @@ def invalid_reason(rep: GradingReport, side: str) -> str:
                 f"at {rep.canary_note}")
     if "canary" in rep.flags and canaries == {"MISSING"}:
         return (f"tests not collected {side} ({seen(rep)}): {_last_lines(rep.log_tail)}")
+    if "canary" in rep.flags and canaries <= {"ERROR", "MISSING"} and "PASSED" not in set(
+            rep.statuses.values()):
+        error = next((line.strip() for line in rep.log_tail.splitlines()
+                      if line.startswith("ERROR ")), _last_lines(rep.log_tail))
+        return (f"every test errors {side}, the canaries too ({seen(rep)}): the environment "
+                f"breaks them (a conftest.py fixture?): {error[:300]}")
     if "canary" in rep.flags:
         got = ", ".join(f"{k.rsplit('::', 1)[-1]} {v}" for k, v in sorted(rep.canaries.items()))
         return (f"canaries misbehaved {side} ({got}; {seen(rep)}): the test runner is not "

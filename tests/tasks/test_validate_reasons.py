@@ -50,3 +50,14 @@ def test_misbehaving_canaries_and_other_invalid_runs() -> None:
     reason = invalid_reason(other, "without it")
     assert "1 failed, 1 passed; exit status 1" in reason and "JUnit and log disagree" in reason
     assert seen(GradingReport("x", exit_code=5)) == "no test; exit status 5"
+
+
+def test_a_suite_whose_every_test_errors_is_named_for_it() -> None:
+    log = ("ERROR tests/test_core.py::test_a - AssertionError: C extension not loaded\n"
+           "=================== 48 skipped, 1721 errors in 36.66s ===================\n")
+    rep = report(log, {"tests/test_core.py::test_a": "ERROR", "tests/test_b.py::t": "SKIPPED"},
+                 {"tests/test_x_y.py::test_c": "ERROR", "tests/test_x_y.py::test_d": "ERROR"}, 1)
+    reason = invalid_reason(rep, "without it")
+    assert reason.startswith("every test errors without it, the canaries too (48 skipped, "
+                             "1721 errors in 36.66s; exit status 1)")
+    assert "C extension not loaded" in reason
