@@ -3,7 +3,9 @@
 A predictions file is what SWE-bench's harness takes: a JSON list, a JSON object keyed by
 instance id, or JSON Lines, of ``{"instance_id", "model_patch", "model_name_or_path"}``. Each
 patch is graded by repogym's own :class:`~repogym.envs.grading.grader.Grader` on the task's
-image, in parallel, with the same retries and failure kinds as agent runs. Besides the usual
+image, in parallel, with the same retries and failure kinds as agent runs. A file that holds
+several systems (``model_name_or_path``) is graded system by system, each into a run folder of
+its own (see :func:`repogym.agents.runner.run_eval`). Besides the usual
 ``results.jsonl`` / ``summary.json`` / ``report.html``, the run folder gets the harness's report
 formats: ``instance_reports.json`` (per instance, as in the harness's ``report.json``) and
 ``<model>.<run_id>.json`` (as ``make_run_report`` writes it).
@@ -12,6 +14,7 @@ formats: ``instance_reports.json`` (per instance, as in the harness's ``report.j
 from __future__ import annotations
 
 import json
+import re
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -28,8 +31,9 @@ if TYPE_CHECKING:
 PASSING = ("PASSED", "XFAIL")
 
 
-def load_predictions(path: str | Path) -> dict[str, dict[str, Any]]:
-    """Predictions by instance id (a later one for the same id wins, as in the harness)."""
+def read_predictions(path: str | Path) -> list[dict[str, Any]]:
+    """Every prediction of a file, in order (a JSON list, an object keyed by instance id, or
+    JSON Lines)."""
     file = Path(path)
     if not file.exists():
         raise TaskError(f"predictions file {file} does not exist")
@@ -44,12 +48,36 @@ def load_predictions(path: str | Path) -> dict[str, dict[str, Any]]:
     if isinstance(data, dict):
         data = [{"instance_id": k, **v} for k, v in data.items()] if all(
             isinstance(v, dict) for v in data.values()) and "instance_id" not in data else [data]
-    out: dict[str, dict[str, Any]] = {}
     for n, pred in enumerate(data):
         if not isinstance(pred, dict) or "instance_id" not in pred or "model_patch" not in pred:
             raise TaskError(f"{file}: prediction {n} lacks instance_id or model_patch")
-        out[str(pred["instance_id"])] = pred
-    return out
+    return list(data)
+
+
+def system_of(pred: dict[str, Any]) -> str:
+    return str(pred.get("model_name_or_path") or "")
+
+
+def systems(path: str | Path) -> list[str]:
+    """The systems (``model_name_or_path``) a file holds predictions of, in order."""
+    return list(dict.fromkeys(system_of(p) for p in read_predictions(path)))
+
+
+def load_predictions(path: str | Path, model: str | None = None) -> dict[str, dict[str, Any]]:
+    """One system's predictions by instance id (a later one for the same id wins, as in the
+    harness): ``model``'s, or the file's only system's. A file of several systems needs
+    ``model``: keeping one prediction per id would silently drop the others."""
+    found = read_predictions(path)
+    names = list(dict.fromkeys(system_of(p) for p in found))
+    if model is None and len(names) > 1:
+        raise TaskError(f"{path} holds predictions of {len(names)} systems "
+                        f"({', '.join(n or '<unnamed>' for n in names)}): grade one with "
+                        "model=NAME, or all with `repogym eval --predictions FILE`, which "
+                        "writes a run per system")
+    if model is not None and model not in names:
+        raise TaskError(f"{path} holds no predictions of {model!r}; it has "
+                        f"{', '.join(n or '<unnamed>' for n in names)}")
+    return {str(p["instance_id"]): p for p in found if model is None or system_of(p) == model}
 
 
 def eval_tests_status(report: GradingReport) -> dict[str, dict[str, list[str]]]:
@@ -168,3 +196,45 @@ def run_report(tasks: list[Task], predictions: dict[str, dict[str, Any]],
         "error_ids": sorted(errors),
         "schema_version": 2,
     }
+
+
+def run_systems(config: EvalConfig, tasks: list[Task] | None, env_factory: Any,
+                progress: Any) -> dict[str, Any]:
+    """Grades every system of a predictions file, each as its own run in ``OUT/<system>``
+    (results, summary, report and the harness's reports, resumable alone), and writes
+    ``OUT/summary.json`` with every system's summary; returns that."""
+    from dataclasses import replace
+
+    from repogym.agents.runner import run_eval
+
+    out = Path(config.out)
+    names = systems(str(config.predictions))
+    folders = _folders(names)
+    runs: dict[str, dict[str, Any]] = {}
+    for name in names:
+        if hasattr(progress, "message"):
+            progress.message(f"system {name or '<unnamed>'} -> {out / folders[name]}")
+        one = replace(config, model=name, out=str(out / folders[name]))
+        runs[name] = run_eval(one, tasks, env_factory, progress)
+    excluded: dict[str, list[str]] = {}
+    for name, run in runs.items():
+        for kind, ids in run.get("excluded", {}).items():
+            excluded.setdefault(kind, []).extend(f"{folders[name]}/{i}" for i in ids)
+    summary = {"systems": runs, "out": str(out), "suite": config.suite,
+               "predictions": config.predictions, "excluded": excluded}
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "summary.json").write_text(json.dumps(summary, indent=2, sort_keys=True,
+                                                 default=str) + "\n")
+    return summary
+
+
+def _folders(names: list[str]) -> dict[str, str]:
+    """A folder name per system (its name with / as __, unique, never empty)."""
+    out: dict[str, str] = {}
+    for name in names:
+        base = re.sub(r"[^\w.-]", "_", name.replace("/", "__")) or "unnamed"
+        folder, n = base, 2
+        while folder in out.values():
+            folder, n = f"{base}-{n}", n + 1
+        out[name] = folder
+    return out

@@ -66,6 +66,7 @@ class EvalConfig:
     pool_size: int | None = None  # None: the process's shared pool (a spare per image in use)
     ray: str | None = None  # "local", "auto" or a cluster address: run on Ray
     predictions: str | None = None  # grade this SWE-bench predictions file instead of an agent
+    model: str | None = None  # only this system's predictions (None: every system, each a run)
 
     def __post_init__(self) -> None:
         if not self.suite:
@@ -122,6 +123,11 @@ def run_eval(config: EvalConfig, tasks: list[Task] | None = None,
     use a tiny purpose-built one).
     """
     progress = progress or Quiet()
+    if config.predictions and config.model is None:
+        from repogym.agents.predictions import run_systems, systems
+
+        if len(systems(config.predictions)) > 1:  # one run per system, in folders of their own
+            return run_systems(config, tasks, env_factory, progress)
     tasks = select_tasks(config, tasks)  # a bad suite, split or id fails before any file
     out = Path(config.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -133,7 +139,7 @@ def run_eval(config: EvalConfig, tasks: list[Task] | None = None,
     if config.predictions:
         from repogym.agents.predictions import load_predictions
 
-        predictions = load_predictions(config.predictions)
+        predictions = load_predictions(config.predictions, config.model)
         todo = [t for t in todo if t.instance_id in predictions]
     write_config(out, config, tasks)
     if not config.ray and env_factory is None:
@@ -166,7 +172,8 @@ def _worker_factory(config: EvalConfig, tasks: list[Task], env_factory: EnvFacto
     if config.predictions:
         from repogym.agents.predictions import PredictionWorker, load_predictions
 
-        return functools.partial(PredictionWorker, config, load_predictions(config.predictions))
+        return functools.partial(PredictionWorker, config,
+                                 load_predictions(config.predictions, config.model))
     make_agent(config.agent, tasks, **config.agent_options)  # bad options fail before any work
     return functools.partial(EpisodeWorker, config, tasks, env_factory)
 
@@ -289,7 +296,9 @@ def finalize(out: Path, config: EvalConfig, tasks: list[Task], wall_seconds: flo
     if config.predictions:
         from repogym.agents.predictions import load_predictions, write_swebench_reports
 
-        predictions = load_predictions(config.predictions)
+        predictions = load_predictions(config.predictions, config.model)
+        summary["model"] = config.model or next(
+            (str(p.get("model_name_or_path")) for p in predictions.values()), None)
         summary["swebench_report"] = str(write_swebench_reports(out, tasks, predictions, rows))
         patches = {k: str(v.get("model_patch") or "") for k, v in predictions.items()}
     _write_json(out / SUMMARY, summary)

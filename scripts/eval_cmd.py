@@ -59,7 +59,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                    help="run on Ray: local (a private instance), auto (this machine's "
                    "cluster) or HEAD:6379 / ray://HEAD:10001")
     p.add_argument("--predictions", default=None, metavar="FILE",
-                   help="grade this SWE-bench predictions file (JSON or JSONL) instead")
+                   help="grade this SWE-bench predictions file (JSON or JSONL) instead; a file "
+                   "of several systems (model_name_or_path) is graded system by system, each "
+                   "into OUT/SYSTEM")
     p.add_argument("--rerun", default=None, metavar="DIR",
                    help="repeat the run recorded in DIR/config.json (into --out or DIR-rerun-*)")
     p.add_argument("--trajectories", default=None, choices=["atif", "openai"],
@@ -126,8 +128,18 @@ def _pct(value: float | None) -> str:
 
 
 def format_summary(s: dict[str, Any]) -> str:
+    if "systems" in s:  # a predictions file of several systems: a run each, then side by side
+        parts = [f"== {name or '<unnamed>'} ({run['out']})\n{format_summary(run)}"
+                 for name, run in s["systems"].items()]
+        rows = [[name or "<unnamed>", f"{run['resolved']}/{run['n_counted']}",
+                 _pct(run["resolved_rate"])] for name, run in s["systems"].items()]
+        return "\n\n".join([*parts, table(rows, ["system", "resolved", "rate"])])
+    return _format_one(s)
+
+
+def _format_one(s: dict[str, Any]) -> str:
     lo, hi = s["resolved_ci95"]
-    who = s.get("agent") or "predictions"
+    who = s.get("agent") or s.get("model") or "predictions"
     speed = f", {s['tasks_per_minute']:.2f} tasks/min" if s.get("tasks_per_minute") else ""
     lines = [f"{who} on {s['suite']}: {s['resolved']}/{s['n_counted']} resolved "
              f"({_pct(s['resolved_rate'])}, 95% CI {lo:.1%}-{hi:.1%}){speed}"]

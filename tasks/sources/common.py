@@ -240,10 +240,45 @@ class WorkRepo:
 # ---------------------------------------------------------------------------- the loop
 
 
-def short_reason(reason: str) -> str:
-    """The histogram key of a rejection: its text up to the first colon, without numbers."""
-    head = reason.split(":", 1)[0].strip().lower()
-    return re.sub(r"\d+", "N", head)[:80] or "unknown"
+# The kinds of rejection, first match wins: what the summary and report.json count. A reason's
+# text holds details (paths, test ids, a log's end) that differ from candidate to candidate and
+# may hold colons of their own; the kind is what stays the same.
+REASON_KINDS: tuple[tuple[str, str], ...] = (
+    ("leak", r"^leak:"),
+    ("setup fails", r"^setup fails"),
+    ("setup installs nothing", r"did not install what it asked for"),
+    ("no Docker engine", r"^infrastructure: No Docker engine"),
+    ("image build fails", r"^infrastructure: building "),
+    ("infrastructure", r"^infrastructure"),
+    ("gold patch does not apply", r"^gold patch does not apply"),
+    ("gold patch touches tests", r"^gold patch touches test paths"),
+    ("tests time out", r"^tests time out"),
+    ("tests not collected", r"^tests not collected"),
+    ("canaries misbehaved", r"^canaries misbehaved"),
+    ("no fail-to-pass test", r"^no test fails before the patch and passes after it"),
+    ("breaks every test", r"^breaks every test"),
+    ("gold does not resolve", r"^gold does not resolve"),
+    ("empty patch resolves", r"^the empty patch resolves"),
+    ("flaky tests", r"^flaky tests"),
+    ("patch too large", r"^patch too large"),
+    ("empty patch", r"^empty patch"),
+    ("no environment spec", r"^no environment spec"),
+    ("no mirror", r"^no mirror"),
+    ("base commit missing", r"^base commit missing"),
+    ("cannot build here", r"^cannot build here"),
+    ("bad instance or spec", r"^bad instance or spec"),
+)
+
+
+def reason_kind(reason: str) -> str:
+    """The kind of a rejection (see ``REASON_KINDS``); a reason of no known kind is keyed by
+    its words up to the first colon, bracket or quote, numbers as N."""
+    for kind, pattern in REASON_KINDS:
+        if re.search(pattern, reason):
+            return kind
+    head = re.split(r"[:(\[{'\"`]", reason, maxsplit=1)[0].strip().lower()
+    return re.sub(r"\d+", "N", head)[:60].strip() or "unknown"
+
 
 
 # Consecutive infrastructure failures after which a run stops: the rest would fail alike.
@@ -265,7 +300,7 @@ class Collected:
 
     @property
     def reasons(self) -> Counter[str]:
-        return Counter(short_reason(o["reason"]) for o in self.outcomes if not o["kept"])
+        return Counter(reason_kind(o["reason"]) for o in self.outcomes if not o["kept"])
 
     def summary(self) -> str:
         rejected = self.tried - len(self.kept)
@@ -322,6 +357,8 @@ def _collect_into(result: Collected, source: TaskSource, max_candidates: int | N
                 done, reason = None, str(err)
         outcome: dict[str, Any] = {"instance_id": task.instance_id, "kind": task.kind,
                                    "kept": done is not None, "reason": reason}
+        if done is None:
+            outcome["reason_kind"] = reason_kind(reason)
         if done is not None:
             result.kept.append(done)
             outcome.update(FAIL_TO_PASS=len(done.FAIL_TO_PASS),

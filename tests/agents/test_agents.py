@@ -325,6 +325,24 @@ def test_predictions_load_from_every_harness_format(tmp_path: Path) -> None:
         load_predictions(tmp_path / "bad.json")
 
 
+def test_a_file_of_several_systems_is_never_cut_to_one(tmp_path: Path) -> None:
+    from repogym.agents.predictions import _folders, systems
+
+    preds = [{"instance_id": i, "model_patch": f"{m}-{i}", "model_name_or_path": m}
+             for m in ("org/a", "b") for i in ("x", "y")]
+    file = tmp_path / "p.jsonl"
+    file.write_text("".join(json.dumps(p) + "\n" for p in preds))
+    assert systems(file) == ["org/a", "b"]
+    with pytest.raises(TaskError, match="2 systems .org/a, b.*writes a run per system"):
+        load_predictions(file)
+    assert {i: p["model_patch"] for i, p in load_predictions(file, "b").items()} == {
+        "x": "b-x", "y": "b-y"}
+    with pytest.raises(TaskError, match="no predictions of 'c'"):
+        load_predictions(file, "c")
+    assert _folders(["org/a", "org_a", "", "org/a?"]) == {
+        "org/a": "org__a", "org_a": "org_a", "": "unnamed", "org/a?": "org__a_"}
+
+
 def test_run_report_has_the_harness_fields() -> None:
     tasks = [task(i) for i in ("a", "b", "c", "d", "e")]
     preds = {i: {"instance_id": i, "model_patch": "" if i == "c" else "p",

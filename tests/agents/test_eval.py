@@ -98,6 +98,30 @@ def test_predictions_are_graded_in_the_harness_format(suite: Path, calc_tasks: l
     assert json.loads((out / "summary.json").read_text())["resolved"] == 1
 
 
+def test_a_file_of_two_systems_is_graded_per_system(suite: Path, calc_tasks: list[Task],
+                                                   tmp_path: Path, capsys: Any) -> None:
+    add = next(t for t in calc_tasks if t.instance_id == "calc__add")
+    preds = [{"instance_id": "calc__add", "model_patch": add.patch, "model_name_or_path": "good"},
+             {"instance_id": "calc__add", "model_patch": "", "model_name_or_path": "org/idle"},
+             {"instance_id": "calc__mul", "model_patch": add.patch,
+              "model_name_or_path": "org/idle"}]
+    (tmp_path / "two.jsonl").write_text("".join(json.dumps(p) + "\n" for p in preds))
+    out = tmp_path / "two"
+    assert main(["eval", "--suite", str(suite), "--predictions", str(tmp_path / "two.jsonl"),
+                 "--workers", "2", "--out", str(out), "--quiet"]) == 0
+    summary = json.loads((out / "summary.json").read_text())
+    assert {k: (v["resolved"], v["out"]) for k, v in summary["systems"].items()} == {
+        "good": (1, str(out / "good")), "org/idle": (0, str(out / "org__idle"))}
+    assert set(lines(out / "good" / "results.jsonl")) == {"calc__add"}
+    idle = lines(out / "org__idle" / "results.jsonl")
+    assert idle["calc__add"]["empty_patch"] and idle["calc__mul"]["resolved"] is False
+    assert json.loads((out / "good" / "good.good.json").read_text())["resolved_ids"] == [
+        "calc__add"]
+    assert (out / "org__idle" / "report.html").exists()
+    printed = capsys.readouterr().out
+    assert "== good" in printed and "== org/idle" in printed and "org/idle  0/2" in printed
+
+
 def test_llm_agent_resolves_a_task_with_a_scripted_model(suite: Path, chat_server: Any,
                                                          tmp_path: Path) -> None:
     fix = {"path": "calc/ops.py", "old_str": "def add(a, b):\n    return a - b",

@@ -20,8 +20,8 @@ from repogym.tasks.sources.common import (
     collect,
     interleave,
     is_test_path,
+    reason_kind,
     repo_name,
-    short_reason,
     split_paths,
 )
 
@@ -58,9 +58,25 @@ def test_options_say_what_to_fix() -> None:
         SourceOptions(runs=0)
 
 
-def test_short_reason_groups_similar_reasons() -> None:
-    assert short_reason("gold patch touches test paths: ['a']") == "gold patch touches test paths"
-    assert short_reason("patch too large: 3000 lines") == short_reason("patch too large: 12 lines")
+def test_reasons_are_grouped_by_kind_not_by_their_first_colon() -> None:
+    assert reason_kind("patch too large: 3000 lines") == reason_kind("patch too large: 12 lines")
+    # details without a colon, or with colons of their own, are no kind of their own
+    assert {reason_kind(f"gold patch touches test paths {p}") for p in ("['a']", "['b']")} == {
+        "gold patch touches tests"}
+    assert reason_kind("gold does not resolve it (failing: ['t::a'], invalid: [])") == \
+        reason_kind("gold does not resolve it (failing: [], invalid: ['19 expected tests'])") \
+        == "gold does not resolve"
+    assert reason_kind("tests not collected with the gold patch (the package does not "
+                       "import?): E ImportError") == "tests not collected"
+    # one prefix, different reasons: kept apart
+    infra = ["infrastructure: No Docker engine answers (gone)",
+             "infrastructure: building repogym/repo:x-1 failed (exit 1) at 'finish'",
+             "infrastructure: building repogym/repo:x-2: setup exited 0 but did not install "
+             "what it asked for: six (not installed)"]
+    assert [reason_kind(r) for r in infra] == [
+        "no Docker engine", "image build fails", "setup installs nothing"]
+    assert reason_kind("leak: the image already holds the gold code: /a.py::f") == "leak"
+    assert reason_kind("something new [3 of 4]: x") == "something new"
 
 
 def _folder(root: Path) -> Path:
@@ -158,12 +174,15 @@ def test_collect_counts_kept_rejected_and_reasons() -> None:
     result = collect(ListSource(items), max_candidates=None, log=lines.append)
     assert result.tried == 6 and len(result.kept) == 2
     assert result.reasons == {"no test fails": 2, "no mirror": 1, "bad commit": 1}
+    assert [o.get("reason_kind") for o in result.outcomes] == [
+        None, "no test fails", "no mirror", "bad commit", None, "no test fails"]
     assert "tried 6, kept 2, rejected 4" in result.summary()
     assert len(lines) == 7 and lines[0].startswith("list: checking candidates one at a time")
     assert "[1/?] list 1-ok: kept (1 F2P, 0 P2P)" == lines[1]
     report = result.to_dict()
     assert report["candidates"][1] == {"instance_id": "2", "kind": "swe", "kept": False,
-                                       "reason": "no test fails: x"}
+                                       "reason": "no test fails: x",
+                                       "reason_kind": "no test fails"}
 
 
 def test_collect_stops_at_max_and_after_repeated_infrastructure_failures() -> None:
