@@ -229,12 +229,13 @@ def test_every_base_runs_plain_pytest(tmp_path: Path, python: str) -> None:
 
     root = _repo(tmp_path / f"calc{python.replace('.', '')}-{uuid.uuid4().hex[:6]}", {
         "calc.py": "def add(a, b):\n    return a - b\n",
-        "tests/test_add.py": "from calc import add\n\n\ndef test_add():\n"
-                             "    assert add(2, 3) == 5\n"})
+        # at the root: the plain pytest command puts a test's folder on sys.path, not the cwd
+        "test_add.py": "from calc import add\n\n\ndef test_add():\n"
+                       "    assert add(2, 3) == 5\n"})
     fix = ("diff --git a/calc.py b/calc.py\n--- a/calc.py\n+++ b/calc.py\n@@ -1,2 +1,2 @@\n"
            " def add(a, b):\n-    return a - b\n+    return a + b\n")
     task = _task(root, (), python, test_cmd="pytest -rA").with_(
-        patch=fix, FAIL_TO_PASS=("tests/test_add.py::test_add",))
+        patch=fix, FAIL_TO_PASS=("test_add.py::test_add",))
     image = ensure_image(task, progress=lambda _m: None)
     version = _run(image.tag, "python", "-c", "import sys; print(sys.version_info[:2])")
     assert version.strip() == str(tuple(int(x) for x in python.split(".")))
