@@ -18,7 +18,10 @@ class HarborSource:
     name = "harbor"
 
     def __init__(self, root: Path, common: SourceOptions, validate: bool = True) -> None:
+        from .leak import leak_guard
+
         self.root, self.common, self.validate = root, common, validate
+        self.guard = leak_guard()
 
     def candidates(self) -> Iterator[Candidate]:
         for folder in task_folders(self.root):
@@ -32,5 +35,8 @@ class HarborSource:
             return task, "not validated (--no-validate)"
         from repogym.tasks.validate import validate_task
 
+        leak = self.guard(task)
+        if leak is not None:
+            return None, leak
         result = validate_task(task, runs=self.common.runs)
         return (task if result.ok else None), result.reason
