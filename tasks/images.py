@@ -281,7 +281,8 @@ def image_spec(task: Task) -> dict[str, Any]:
         "commit": task.base_commit,  # names the content: the source's path does not matter
         "python": env.python,
         "image": env.image,
-        "base": None if env.image else base_tag(env.python),
+        "base": None if env.image else _base_name(env),
+        **({"language": env.language} if env.language != "python" else {}),
         "setup": list(env.setup),
     }
 
@@ -315,7 +316,7 @@ def ensure_image(task: Task, progress: Progress = print) -> BuiltImage:
             "source path to the task or build the image elsewhere."
         )
     start = time.monotonic()
-    root = task.environment.image or ensure_base(task.environment.python, progress).tag
+    root = task.environment.image or _root_for(task.environment, progress)
     with tempfile.TemporaryDirectory(prefix="repogym-ctx-") as tmp:
         tree = Path(tmp) / "testbed"
         export_tree(task.source, task.base_commit, tree)
@@ -346,6 +347,22 @@ def _raise_for(tag: str, code: int, log: str) -> None:
             raise SetupIncomplete(installed.missing_message(tag, found[-1], log))
     raise ImageBuildError(f"building {tag} failed (exit {code}) at {phase or 'start'!r}; its "
                           f"output ends:\n{_tail(log)}")
+
+
+def _base_name(env: Environment) -> str:
+    if env.language == "python":
+        return base_tag(env.python)
+    from repogym.tasks.toolchains import toolchain_tag
+
+    return toolchain_tag(env.language)
+
+
+def _root_for(env: Environment, progress: Progress) -> str:
+    if env.language == "python":
+        return ensure_base(env.python, progress).tag
+    from repogym.tasks.toolchains import ensure_toolchain  # other languages' base images
+
+    return ensure_toolchain(env.language, progress).tag
 
 
 def _repo_script(env: Environment) -> str:

@@ -20,6 +20,11 @@ class Environment:
 
     python: str = "3.11"
     image: str | None = None
+    # a toolchain other than Python's (``repogym.tasks.toolchains``): javascript, typescript,
+    # go, rust or java. Its base image has the toolchain; ``runner`` names the harness's test
+    # runner for it (``repogym.envs.grading.runners``), chosen from ``language`` when empty.
+    language: str = "python"
+    runner: str = ""
     setup: tuple[str, ...] = ()
     test_cmd: str = "python -m pytest -rA"
     log_parser: str = "pytest"
@@ -32,6 +37,8 @@ class Environment:
                 f"environment.python={self.python!r} has no base image recipe; use one of "
                 f"{sorted(PYTHON_SUITES)} or set environment.image."
             )
+        if self.language not in LANGUAGES:
+            raise TaskError(f"environment.language={self.language!r}; use one of {LANGUAGES}.")
         if self.timeout <= 0:
             raise TaskError(f"environment.timeout={self.timeout} must be positive.")
 
@@ -53,6 +60,8 @@ class Environment:
             data["python"] = str(data["python"])
         return cls(**data)
 
+
+LANGUAGES = ("python", "javascript", "typescript", "go", "rust", "java")
 
 # Debian suite that ships each Python, for the locally built base images.
 PYTHON_SUITES = {"3.9": "bullseye", "3.11": "bookworm", "3.13": "trixie"}
@@ -118,6 +127,9 @@ class Task:
         env = out["environment"]
         env["setup"] = list(self.environment.setup)
         env["test_files"] = list(self.environment.test_files)
+        for key, default in (("language", "python"), ("runner", "")):
+            if env.get(key) == default:  # Python tasks read (and hash) as they always did
+                del env[key]
         extra = out.pop("extra")
         return {**extra, **out}
 

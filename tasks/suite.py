@@ -19,6 +19,7 @@ from repogym.tasks.schema import SPLITS, Task
 BUILTIN = {
     "demo": Path(__file__).parent / "demo",
     "adversarial": Path(__file__).parent / "adversarial",
+    "demo-langs": Path(__file__).parent / "demo" / "langs",
 }
 ALL = "all"  # the split name that keeps every task
 

@@ -20,6 +20,7 @@ from typing import Any
 from repogym.envs.grading import canary, stage
 from repogym.envs.grading.agreement import run_differential
 from repogym.envs.grading.canary import Canaries, canary_problems
+from repogym.envs.grading.langrun import LangRun
 from repogym.envs.grading.results import (
     disagreements,
     match_cut_ids,
@@ -27,6 +28,7 @@ from repogym.envs.grading.results import (
     parse_log,
     resolve_cut_ids,
 )
+from repogym.envs.grading.runners import runner_name
 from repogym.envs.grading.testcmd import pytest_args, runs_pytest
 from repogym.envs.grading.warm_pytest import IMPORT_CHECK, WarmPytest, pytest_argv
 from repogym.envs.sandbox.base import SandboxConfig
@@ -129,7 +131,11 @@ class Grader:
             box = DockerSandbox(SandboxConfig(image=image, role="grader",
                                               **self.container_config()))
         try:
-            _Run(self, task, box, report).grade(patch)
+            run = _Run(self, task, box, report)
+            if runner_name(task.environment):  # JavaScript, Go, Rust, Java: ``langrun``
+                LangRun(self, task, box, report, run.root, run.end_user).grade(patch)
+            else:
+                run.grade(patch)
         finally:
             report.total_seconds = time.monotonic() - start
             if self.pool is not None:

@@ -1,0 +1,233 @@
+"""One grading run for a repository whose tests are not pytest's (``runners``).
+
+The same guarantees as for pytest, in the same order: the agent's diff applied in a fresh
+container with its changes to tests, runner configuration and build settings removed and
+flagged (``protect_langs``), the task's test patch, a canary file in the repository's test
+language (one test must pass, one must fail), test files locked root's, one harness-owned run
+as the tests' user with a time limit and no network, then two result sources that must agree:
+the runner's machine-readable output and swebench's log parser on the console log. Only
+explicit passes count; the exit status must agree with the results.
+"""
+
+from __future__ import annotations
+
+import base64
+import re
+import time
+from typing import TYPE_CHECKING, Any
+
+from repogym.envs.grading import stage
+from repogym.envs.grading.protect_langs import config_changed, content_checked, protected_reason
+from repogym.envs.grading.results import PASSING, parse_log
+from repogym.envs.grading.runners import Canary, TestRunner, get_runner, runner_name
+from repogym.envs.grading.runners.base import seen
+from repogym.tasks.schema import Task
+
+if TYPE_CHECKING:
+    from repogym.envs.grading.grader import Grader, GradingReport
+
+OUT = stage.OUT
+_FILE = re.compile(r"^__RG_FILE (\S+) (\S*)$", re.M)
+MAX_RESULT_BYTES = 20_000_000
+
+
+class LangRun:
+    """Grades one patch with a language runner; ``root`` runs a script in the container as root
+    (the grader's root runner), ``box`` is the grading container."""
+
+    def __init__(self, grader: Grader, task: Task, box: Any, report: GradingReport,
+                 root: Any, end_user: Any):
+        self.g, self.task, self.box, self.report = grader, task, box, report
+        self.root, self.end_user = root, end_user
+        name = runner_name(task.environment)
+        assert name is not None
+        self.runner: TestRunner = get_runner(name)
+        self.language = task.environment.language
+
+    def grade(self, patch: str) -> None:
+        canary = self.stage(patch)
+        log, outputs = self.run(self.test_files() + ([canary.path] if canary else []))
+        self.judge(log, outputs, canary)
+
+    def test_files(self) -> list[str]:
+        env = self.task.environment
+        return sorted(dict.fromkeys(list(env.test_files) or stage.header_paths(
+            self.task.test_patch)))
+
+    # --- staging ---------------------------------------------------------------------------
+
+    def stage(self, patch: str) -> Canary | None:
+        r = self.report
+        predicted = stage.patch_paths(patch)
+        task_tests = set(stage.header_paths(self.task.test_patch)) | set(
+            self.task.environment.test_files)
+        stripped: dict[str, str] = {}
+        for path in predicted:
+            reason = "task_test_file" if path in task_tests else protected_reason(
+                path, self.language)
+            if reason:
+                stripped[path] = reason
+        checked = [p for p in predicted if content_checked(p, self.language)
+                   and p not in stripped]
+        files = self.test_files()
+        canary = self.runner.canary(files, self.g.rng) if self.g.config.canaries else None
+        upload = stage.upload({"agent.patch": patch, "test.patch": self.task.test_patch})
+        first = stage.apply_script(bool(patch.strip()), checked)
+        dirs = sorted({"."} | {f.rpartition("/")[0] for f in files if "/" in f})
+        plant = (f"cd /testbed && if [ ! -e {canary.path!r} ]; then ( {canary.script} ) && "
+                 "echo __RG_PLANTED=1; fi\n") if canary else ""
+
+        def finish() -> str:
+            return stage.finish_script(sorted(stripped), False, files, dirs) + plant
+
+        if checked:
+            _, out = self.root(first, data=upload)
+            staged = stage.parse(out, checked)
+            for path in checked:
+                if staged.applied and config_changed(path, *staged.contents[path]):
+                    stripped[path] = "runner_config"
+            _, out2 = self.root(stage.resume_header(staged.applied) + finish())
+            out += out2
+        else:
+            _, out = self.root(first + finish(), data=upload)
+        staged = stage.parse(out, checked)
+        stage.require_done(staged, out)
+        r.patch_applied = staged.applied
+        if not staged.applied:
+            r.flags.append("patch_failed")
+            r.log_tail = staged.apply_log[-2000:]
+            stripped = {}
+        else:
+            r.changed = list(predicted)
+            unseen = sorted(set(staged.container_paths) - set(predicted))
+            if unseen:
+                r.invalidate(f"the grading container's git reads paths the host did not: "
+                             f"{unseen[:5]}", "patch_mismatch")
+        r.stripped = stripped
+        for reason in sorted(set(stripped.values())):
+            r.flags.append(f"tampered_{reason}")
+        if canary is None:
+            return None
+        if "__RG_PLANTED=1" not in out:
+            r.invalidate(f"the canary could not be planted at {canary.path}")
+            return None
+        return canary
+
+    # --- the run -----------------------------------------------------------------------------
+
+    def run(self, files: list[str]) -> tuple[str, dict[str, str]]:
+        env = self.task.environment
+        timeout = self.g.config.timeout or env.timeout
+        command = self.runner.command(env, files)
+        start = time.monotonic()
+        result = self.box.exec(["bash", "-c", f"cd /testbed && {command}"], timeout=timeout,
+                               limit=self.g.config.log_limit)
+        self.report.test_seconds = time.monotonic() - start
+        self.report.exit_code = result.exit_code
+        self.report.timed_out = result.timed_out
+        self.report.log_tail = result.output[-4000:]
+        # every process of the tests' user ends before the results are read
+        _, out = self.root(
+            f"cd {OUT} 2>/dev/null && find . -type f | sed 's|^\\./||' | while read -r f; do "
+            f"printf '__RG_FILE %s %s\\n' \"$(printf %s \"$f\" | base64 -w0)\" "
+            f"\"$(head -c {MAX_RESULT_BYTES} \"$f\" | base64 -w0)\"; done; true",
+            timeout=120, end_user=True)
+        outputs = {}
+        for name, data in _FILE.findall(out):
+            key = base64.b64decode(name).decode("utf-8", "replace")
+            outputs[key] = base64.b64decode(data).decode("utf-8", "replace")
+        return result.output, outputs
+
+    # --- the verdict ---------------------------------------------------------------------------
+
+    def judge(self, log: str, outputs: dict[str, str], canary: Canary | None) -> None:
+        r, task, runner = self.report, self.task, self.runner
+        machine = runner.parse(outputs, log)
+        log_status = parse_log(log, runner.log_parser)
+        r.compiles = runner.built(log, machine)
+        expected = [*task.FAIL_TO_PASS, *task.PASS_TO_PASS] + (list(canary.ids) if canary else [])
+        mismatch = cross_check(machine, log_status, expected, runner)
+        statuses = machine
+        if mismatch:
+            r.invalidate(f"the runner's results and its log disagree on {mismatch[:5]}",
+                         "report_mismatch")
+            statuses = {}
+        view = with_log_keys(statuses, runner)
+        if canary:
+            r.canaries = {t: view.get(t, "MISSING") for t in canary.ids}
+            problems = [f"canary {t} expected {want}, got {view.get(t, 'MISSING')}"
+                        for t, want in canary.ids.items() if view.get(t) != want]
+            if problems:
+                r.invalidate("; ".join(problems), "canary")
+        if r.timed_out:
+            r.invalidate("the test run hit its time limit", "timeout")
+        elif r.exit_code is not None and statuses:
+            problem = runner.exit_problem(r.exit_code, statuses)
+            if problem:
+                r.invalidate(problem, "exit_status")
+        canary_ids = set(canary.ids) if canary else set()
+        r.statuses = {t: s for t, s in statuses.items() if t not in canary_ids}
+        r.fail_to_pass = {t: view.get(t, "MISSING") for t in task.FAIL_TO_PASS}
+        r.pass_to_pass = {t: view.get(t, "MISSING") for t in task.PASS_TO_PASS}
+        missing = [t for t, s in {**r.fail_to_pass, **r.pass_to_pass}.items() if s == "MISSING"]
+        if missing:
+            r.invalidate(f"{len(missing)} expected tests were not run: {missing[:3]}")
+        from swebench.harness.grading import get_eval_tests_report, get_resolution_status
+
+        gold = {"FAIL_TO_PASS": list(task.FAIL_TO_PASS), "PASS_TO_PASS": list(task.PASS_TO_PASS)}
+        tests_report = get_eval_tests_report(view, gold)
+        r.swebench_status = get_resolution_status(tests_report)
+        f2p_ok = [t for t, s in r.fail_to_pass.items() if s == "PASSED"]
+        p2p_ok = [t for t, s in r.pass_to_pass.items() if s == "PASSED"]
+        r.f2p_pass_rate = len(f2p_ok) / len(task.FAIL_TO_PASS) if task.FAIL_TO_PASS else 1.0
+        r.p2p_pass_rate = len(p2p_ok) / len(task.PASS_TO_PASS) if task.PASS_TO_PASS else 1.0
+        if not r.valid:
+            r.f2p_pass_rate = r.p2p_pass_rate = 0.0
+        r.resolved = (r.valid and r.patch_applied and not missing
+                      and r.swebench_status == "RESOLVED_FULL"
+                      and len(f2p_ok) == len(task.FAIL_TO_PASS) and bool(task.FAIL_TO_PASS)
+                      and len(p2p_ok) == len(task.PASS_TO_PASS))
+
+
+def with_log_keys(statuses: dict[str, str], runner: TestRunner) -> dict[str, str]:
+    """``statuses`` plus each test under the name swebench's parser gives it (SWE-bench
+    Multilingual's lists use those): a name shared by several tests passes only if all do."""
+    view = dict(statuses)
+    grouped: dict[str, list[str]] = {}
+    for test_id, status in statuses.items():
+        grouped.setdefault(runner.log_key(test_id), []).append(status)
+    for key, group in grouped.items():
+        if key not in view:
+            view[key] = "PASSED" if all(s == "PASSED" for s in group) else next(
+                s for s in group if s != "PASSED")
+    return view
+
+
+def cross_check(machine: dict[str, str], log: dict[str, str], expected: list[str],
+                runner: TestRunner) -> list[str]:
+    """Tests on which the machine-readable results and the log parser disagree about passing,
+    or that only one of them reports. Every test the log or the machine names is compared, the
+    expected ones included; a log name several tests share is compared with all of them."""
+    by_key: dict[str, list[str]] = {}
+    for test_id in machine:
+        by_key.setdefault(runner.log_key(test_id), []).append(test_id)
+    out = []
+    for key in sorted(set(by_key) | set(log)):
+        ids = by_key.get(key, [])
+        in_log = log.get(key)
+        if not ids or in_log is None:
+            # a skip the log parser leaves out is no disagreement, nor a file that did not load
+            if ids and all(machine[i] in ("SKIPPED", "ERROR") for i in ids):
+                continue
+            if in_log == "SKIPPED":
+                continue
+            out.append(key)
+            continue
+        had = {s for i in ids for s in seen(machine).get(i, {machine[i]})}
+        if (in_log in PASSING) not in {s in PASSING for s in had}:
+            out.append(key)
+    for test_id in expected:
+        key = runner.log_key(test_id)
+        if test_id in machine and key not in log and machine[test_id] != "SKIPPED":
+            out.append(test_id)
+    return sorted(dict.fromkeys(out))

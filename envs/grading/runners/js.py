@@ -1,0 +1,179 @@
+"""Mocha, Jest and Vitest, with the project's own copy of the runner (``node_modules``).
+
+Test ids are ``<file> > <describe>... > <title>``. Machine-readable results: Jest's and
+Vitest's ``--json``/json reporter file, and for Mocha repogym's reporter
+(``/opt/repogym/mocha-reporter.js``), which writes a JSON file and TAP lines. The console log is
+read by swebench's ``parse_log_jest`` (titles only), ``parse_log_vitest`` and ``parse_log_tap``.
+"""
+
+from __future__ import annotations
+
+import json
+import posixpath
+import random
+import shlex
+from typing import Any
+
+from repogym.tasks.schema import Environment
+
+from .base import OUT, Canary, Results, camel, invocation, merge, plain_exit, put, words
+
+SEP = " > "
+
+
+def _ext(files: list[str], default: str) -> str:
+    """The test-file suffix the repository uses (``.test.js``, ``.spec.ts``...)."""
+    for f in files:
+        name = posixpath.basename(f)
+        for suffix in (".test.", ".spec.", "_test.", "-test."):
+            if suffix in name:
+                return suffix + name.rsplit(suffix, 1)[1]
+        if "." in name:
+            return "." + name.split(".", 1)[1]
+    return default
+
+
+def _path(files: list[str], rng: random.Random, default_dir: str, default_ext: str) -> tuple[
+        str, list[str]]:
+    folder = posixpath.dirname(files[0]) if files else default_dir
+    a, b = words(rng)
+    sep = "-" if any("-" in posixpath.basename(f) for f in files) else "_"
+    return posixpath.join(folder, f"{a}{sep}{b}{_ext(files, default_ext)}"), [a, b]
+
+
+def _titles(rng: random.Random) -> tuple[str, str, int]:
+    x, y = words(rng)
+    return f"handles {x}", f"keeps {y}", rng.randint(3, 97)
+
+
+def _jest_like(data: dict[str, Any], root: str = "/testbed") -> dict[str, str]:
+    statuses: dict[str, str] = Results()
+    for suite in data.get("testResults", []):
+        file = posixpath.relpath(suite.get("name") or suite.get("testFilePath") or "", root)
+        cases = suite.get("assertionResults") or suite.get("testResults") or []
+        if not cases and suite.get("status") == "failed":
+            merge(statuses, file, "ERROR")  # the file did not load
+        for case in cases:
+            test_id = SEP.join([file, *case.get("ancestorTitles", []), case.get("title", "")])
+            status = {"passed": "PASSED", "failed": "FAILED"}.get(case.get("status"), "SKIPPED")
+            merge(statuses, test_id, status)
+    return statuses
+
+
+def _load(text: str) -> dict[str, Any]:
+    try:
+        data = json.loads(text)
+    except ValueError:
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+class Jest:
+    name = "jest"
+    log_parser = "jest"
+    default_cmd = "node_modules/.bin/jest"
+
+    def command(self, env: Environment, files: list[str]) -> str:
+        cmd = invocation(env, self.default_cmd)
+        return (f"{cmd} --ci --verbose --colors=false --watchman=false --json "
+                f"--outputFile={OUT}/jest.json --runTestsByPath {shlex.join(files)}")
+
+    def parse(self, outputs: dict[str, str], log: str) -> dict[str, str]:
+        return _jest_like(_load(outputs.get("jest.json", "")))
+
+    def log_key(self, test_id: str) -> str:
+        return test_id.rsplit(SEP, 1)[-1]
+
+    def canary(self, test_files: list[str], rng: random.Random) -> Canary:
+        path, _ = _path(test_files, rng, "test", ".test.js")
+        good, bad, n = _titles(rng)
+        worse = f"rejects {words(rng, 1)[0]}"
+        # two that must fail: a plain throw, and jest's own expect (which code under test
+        # could replace with one that accepts everything)
+        text = (f"test('{good}', () => {{\n  let s = 0;\n  for (let i = 0; i < {n}; i++) s += i;\n"
+                f"  if (s !== {n * (n - 1) // 2}) throw new Error('sum');\n}});\n\n"
+                f"test('{bad}', () => {{\n  const a = [{n}, 1].sort((x, y) => x - y);\n"
+                f"  if (a[0] !== {n}) throw new Error('order ' + a);\n}});\n\n"
+                f"test('{worse}', () => {{\n  expect([{n}, 1].sort((x, y) => x - y)[0])"
+                f".toBe({n});\n}});\n")
+        return Canary(path, put(path, text), {f"{path}{SEP}{good}": "PASSED",
+                                              f"{path}{SEP}{bad}": "FAILED",
+                                              f"{path}{SEP}{worse}": "FAILED"})
+
+    def exit_problem(self, code: int, statuses: dict[str, str]) -> str | None:
+        return plain_exit(code, statuses)
+
+    def built(self, log: str, statuses: dict[str, str]) -> bool | None:
+        return None
+
+
+class Vitest(Jest):
+    name = "vitest"
+    log_parser = "vitest"
+    default_cmd = "node_modules/.bin/vitest run"
+
+    def command(self, env: Environment, files: list[str]) -> str:
+        cmd = invocation(env, self.default_cmd)
+        return (f"NO_COLOR=1 {cmd} --reporter=verbose --reporter=json "
+                f"--outputFile={OUT}/vitest.json --watch=false {shlex.join(files)}")
+
+    def parse(self, outputs: dict[str, str], log: str) -> dict[str, str]:
+        return _jest_like(_load(outputs.get("vitest.json", "")))
+
+    def log_key(self, test_id: str) -> str:
+        return test_id
+
+    def canary(self, test_files: list[str], rng: random.Random) -> Canary:
+        path, _ = _path(test_files, rng, "test", ".test.js")
+        good, bad, n = _titles(rng)
+        text = (f"import {{ test }} from 'vitest';\n\n"
+                f"test('{good}', () => {{\n  let s = 0;\n  for (let i = 0; i < {n}; i++) s += i;\n"
+                f"  if (s !== {n * (n - 1) // 2}) throw new Error('sum');\n}});\n\n"
+                f"test('{bad}', () => {{\n  const a = [{n}, 1].sort((x, y) => x - y);\n"
+                f"  if (a[0] !== {n}) throw new Error('order ' + a);\n}});\n")
+        return Canary(path, put(path, text), {f"{path}{SEP}{good}": "PASSED",
+                                              f"{path}{SEP}{bad}": "FAILED"})
+
+
+class Mocha(Jest):
+    name = "mocha"
+    log_parser = "tap"
+    default_cmd = "node_modules/.bin/mocha"
+
+    def command(self, env: Environment, files: list[str]) -> str:
+        cmd = invocation(env, self.default_cmd)
+        return (f"REPOGYM_RESULTS={OUT}/mocha.json REPOGYM_ROOT=/testbed {cmd} --no-color "
+                f"--reporter /opt/repogym/mocha-reporter.js -- {shlex.join(files)}")
+
+    def parse(self, outputs: dict[str, str], log: str) -> dict[str, str]:
+        statuses: dict[str, str] = Results()
+        for row in _load(outputs.get("mocha.json", "")).get("results", []):
+            if isinstance(row, dict):
+                merge(statuses, str(row.get("id")), str(row.get("status")))
+        return statuses
+
+    def log_key(self, test_id: str) -> str:
+        return test_id
+
+    def canary(self, test_files: list[str], rng: random.Random) -> Canary:
+        path, parts = _path(test_files, rng, "test", ".js")
+        good, bad, n = _titles(rng)
+        suite = " ".join(parts)
+        text = (f"describe('{suite}', function () {{\n"
+                f"  it('{good}', function () {{\n    let s = 0;\n"
+                f"    for (let i = 0; i < {n}; i++) s += i;\n"
+                f"    if (s !== {n * (n - 1) // 2}) throw new Error('sum');\n  }});\n\n"
+                f"  it('{bad}', function () {{\n    const a = [{n}, 1].sort((x, y) => x - y);\n"
+                f"    if (a[0] !== {n}) throw new Error('order ' + a);\n  }});\n}});\n")
+        return Canary(path, put(path, text), {f"{path}{SEP}{suite}{SEP}{good}": "PASSED",
+                                              f"{path}{SEP}{suite}{SEP}{bad}": "FAILED"})
+
+    def exit_problem(self, code: int, statuses: dict[str, str]) -> str | None:
+        # mocha exits with the number of failures (at most 255)
+        failing = sum(s in ("FAILED", "ERROR") for s in statuses.values())
+        if statuses and code != min(failing, 255):
+            return f"mocha exited {code} but {failing} tests failed"
+        return None
+
+
+__all__ = ["Jest", "Mocha", "Vitest", "camel"]

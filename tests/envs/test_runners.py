@@ -1,0 +1,152 @@
+"""Language runners without Docker: result parsing, the cross-check, canaries, protection."""
+
+from __future__ import annotations
+
+import json
+import random
+
+import pytest
+
+from repogym.envs.grading.langrun import cross_check, with_log_keys
+from repogym.envs.grading.protect_langs import config_changed, protected_reason
+from repogym.envs.grading.results import parse_log
+from repogym.envs.grading.runners import RUNNERS, get_runner, runner_name
+from repogym.errors import TaskError
+from repogym.tasks.schema import Environment, Task
+from repogym.tasks.toolchains import TOOLCHAINS, dockerfile
+
+
+def test_runner_comes_from_the_name_or_the_language() -> None:
+    assert runner_name(Environment()) is None
+    assert runner_name(Environment(language="go")) == "gotest"
+    assert runner_name(Environment(language="javascript", runner="mocha")) == "mocha"
+    with pytest.raises(ValueError, match="unknown test runner"):
+        get_runner("nope")
+    with pytest.raises(TaskError, match="language"):
+        Environment(language="cobol")
+
+
+def test_python_tasks_serialise_as_before() -> None:
+    task = Task("x-1", "x", "0" * 40, "p")
+    assert "language" not in task.to_dict()["environment"]
+    go = task.with_(environment=Environment(language="go"))
+    assert go.to_dict()["environment"]["language"] == "go"
+
+
+JEST = {"testResults": [{"name": "/testbed/test/a.test.js", "status": "failed",
+                         "assertionResults": [
+                             {"ancestorTitles": ["parse"], "title": "reads", "status": "passed"},
+                             {"ancestorTitles": [], "title": "breaks", "status": "failed"},
+                             {"ancestorTitles": [], "title": "later", "status": "pending"}]}]}
+JEST_LOG = "  parse\n    ✓ reads (3 ms)\n  ✕ breaks (1 ms)\n  ○ skipped later\n"
+
+
+def test_jest_results_and_log_agree() -> None:
+    runner = get_runner("jest")
+    machine = runner.parse({"jest.json": json.dumps(JEST)}, "")
+    assert machine == {"test/a.test.js > parse > reads": "PASSED",
+                       "test/a.test.js > breaks": "FAILED", "test/a.test.js > later": "SKIPPED"}
+    log = parse_log(JEST_LOG, runner.log_parser)
+    assert cross_check(machine, log, list(machine), runner) == []
+    forged = parse_log(JEST_LOG + "✓ breaks\n", runner.log_parser)
+    assert cross_check(machine, forged, list(machine), runner) == ["breaks"]
+    assert with_log_keys(machine, runner)["reads"] == "PASSED"
+
+
+def test_mocha_reporter_output() -> None:
+    runner = get_runner("mocha")
+    rows = [{"id": "test/a.js > json > parses", "status": "PASSED"},
+            {"id": "test/a.js > json > fails", "status": "FAILED"}]
+    machine = runner.parse({"mocha.json": json.dumps({"results": rows})}, "")
+    log = parse_log("ok 1 test/a.js > json > parses\nnot ok 2 test/a.js > json > fails\n",
+                    runner.log_parser)
+    assert cross_check(machine, log, list(machine), runner) == []
+    assert runner.exit_problem(0, machine) and runner.exit_problem(1, machine) is None
+
+
+def test_go_events_and_forged_lines() -> None:
+    runner = get_runner("gotest")
+    events = [{"Action": "run", "Test": "TestA"},
+              {"Action": "output", "Test": "TestA", "Output": "--- PASS: TestA (0.00s)\n"},
+              {"Action": "pass", "Test": "TestA"},
+              {"Action": "output", "Test": "TestB", "Output": "--- FAIL: TestB (0.00s)\n"},
+              {"Action": "fail", "Test": "TestB"}]
+    machine = runner.parse({"go.json": "\n".join(json.dumps(e) for e in events)}, "")
+    assert machine == {"TestA": "PASSED", "TestB": "FAILED"}
+    log = "--- PASS: TestA (0.00s)\n--- FAIL: TestB (0.00s)\n"
+    assert cross_check(machine, parse_log(log, "gotest"), [], runner) == []
+    # a test binary that prints a pass line for TestB is caught
+    forged = log + "--- PASS: TestB (0.00s)\n"
+    assert cross_check(machine, parse_log(forged, "gotest"), [], runner) == ["TestB"]
+
+
+def test_cargo_logfiles() -> None:
+    runner = get_runner("cargo")
+    machine = runner.parse({"cargo/a-1.log": "ok tests::one\nfailed two\nignored three\n",
+                            "cargo/b-2.log": "ok two\n"}, "")
+    assert machine == {"tests::one": "PASSED", "two": "FAILED", "three": "SKIPPED"}
+    log = "test tests::one ... ok\ntest two ... FAILED\ntest two ... ok\ntest three ... ignored\n"
+    assert cross_check(machine, parse_log(log, "cargo"), [], runner) == []
+
+
+def test_junit_reports() -> None:
+    runner = get_runner("junit")
+    xml = ("<testsuite><testcase classname='demo.ATest' name='one()'/>"
+           "<testcase classname='demo.ATest' name='two'><failure/></testcase></testsuite>")
+    machine = runner.parse({"junit/TEST-junit-jupiter.xml": xml}, "")
+    assert machine == {"demo.ATest#one": "PASSED", "demo.ATest#two": "FAILED"}
+    log = "[junit] [PASS] demo.ATest#one\n[junit] [FAIL] demo.ATest#two\n"
+    assert cross_check(machine, parse_log(log, "ant"), [], runner) == []
+
+
+@pytest.mark.parametrize("name", sorted(RUNNERS))
+def test_canaries_are_named_like_the_tests(name: str) -> None:
+    files = {"jest": ["test/query.test.js"], "vitest": ["src/a.spec.ts"],
+             "mocha": ["test/json.js"], "gotest": ["pkg/x_test.go"],
+             "cargo": ["tests/encode.rs"], "junit": ["src/test/java/demo/ATest.java"]}[name]
+    canary = get_runner(name).canary(files, random.Random(1))
+    assert canary.path.rpartition("/")[0] == files[0].rpartition("/")[0]
+    assert canary.path != files[0] and sorted(set(canary.ids.values())) == ["FAILED", "PASSED"]
+
+
+@pytest.mark.parametrize(("language", "path", "reason"), [
+    ("javascript", "test/a.js", "test_path"), ("javascript", "src/a.test.ts", "test_file"),
+    ("javascript", "jest.config.js", "runner_config"), ("javascript", ".mocharc.yml",
+                                                        "runner_config"),
+    ("javascript", "node_modules/x/index.js", "dependencies"), ("javascript", "src/a.js", None),
+    ("go", "uuid_test.go", "test_file"), ("go", "testdata/x.json", "test_path"),
+    ("go", "uuid.go", None), ("rust", "tests/a.rs", "test_path"), ("rust", "build.rs",
+                                                                  "runner_config"),
+    ("rust", ".cargo/config.toml", "runner_config"), ("rust", "src/lib.rs", None),
+    ("java", "src/test/java/a/BTest.java", "test_path"),
+    ("java", "src/main/resources/META-INF/services/org.junit.platform.launcher."
+             "TestExecutionListener", "runner_config"),
+    ("java", "src/main/resources/junit-platform.properties", "runner_config"),
+    ("java", "src/main/java/a/B.java", None),
+])
+def test_protected_paths(language: str, path: str, reason: str | None) -> None:
+    assert protected_reason(path, language) == reason
+
+
+def test_build_files_are_judged_by_content() -> None:
+    pkg = '{"name": "x", "version": "1.0.0", "scripts": {"test": "jest"}}'
+    assert not config_changed("package.json", pkg, pkg.replace("1.0.0", "1.0.1"))
+    assert config_changed("package.json", pkg, pkg.replace('"jest"', '"true"'))
+    mod = "module x\n\ngo 1.21\n"
+    assert config_changed("go.mod", mod, mod + "replace y => ./y\n")
+    cargo = '[package]\nname = "x"\nversion = "0.1.0"\n'
+    assert not config_changed("Cargo.toml", cargo, cargo.replace("0.1.0", "0.2.0"))
+    assert config_changed("Cargo.toml", cargo, cargo + "[profile.test]\nopt-level = 3\n")
+    assert config_changed("Cargo.toml", cargo, cargo.replace('version', 'build = "b.rs"\nversion'))
+    pom = "<project><dependencies></dependencies></project>"
+    skip = pom.replace("<dependencies>", "<properties><skipTests>true</skipTests></properties>"
+                       "<dependencies>")
+    assert config_changed("pom.xml", pom, skip)
+
+
+@pytest.mark.parametrize("language", sorted(TOOLCHAINS))
+def test_toolchain_recipes_install_debian_packages(language: str) -> None:
+    chain = TOOLCHAINS[language]
+    text = dockerfile(chain, "repogym/base:x")
+    assert text.startswith("FROM repogym/base:x") and all(p in text for p in chain.packages)
+    assert "core.excludesFile" in text  # dependencies and build output never enter a diff
