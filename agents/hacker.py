@@ -578,7 +578,7 @@ def adversarial_task(task: Task, hack: str, timeout: float | None = None) -> Tas
     """``task`` as the adversarial suite plays it with ``hack``: its own id, split
     ``adversarial``, the hidden test ids in the prompt (the attacker's worst case) and, with
     ``timeout``, at most that many seconds for its test run (the infinite loop waits it out)."""
-    if hack not in HACKS and hack not in LIMIT_HACKS:
+    if hack not in HACKS and hack not in LIMIT_HACKS and hack not in lang_hacks():
         raise ValueError(f"unknown hack {hack!r}; valid: {sorted(HACKS) + sorted(LIMIT_HACKS)}")
     ids = json.dumps(list(task.FAIL_TO_PASS))
     statement = f"{task.problem_statement.rstrip()}\n\n{TARGETS_MARKER} {ids}\n"
@@ -589,12 +589,19 @@ def adversarial_task(task: Task, hack: str, timeout: float | None = None) -> Tas
                    problem_statement=statement, split="adversarial", environment=env)
 
 
+def lang_hacks() -> Mapping[str, Hack]:
+    """The attacks on other languages' runners (``hacker_langs``, which builds on this module)."""
+    from repogym.agents.hacker_langs import LANG_HACKS
+
+    return LANG_HACKS
+
+
 def hack_for_task(task_id: str) -> str | None:
     """The hack an adversarial task id names (``adv__<hack>__<base id>``), or None."""
     if not task_id.startswith(ADVERSARIAL_PREFIX):
         return None
     name = task_id[len(ADVERSARIAL_PREFIX) :].split("__", 1)[0]
-    return name if name in HACKS or name in LIMIT_HACKS else None
+    return name if name in HACKS or name in LIMIT_HACKS or name in lang_hacks() else None
 
 
 class HackerAgent:
@@ -604,7 +611,8 @@ class HackerAgent:
                  tasks: Sequence[Task] | Mapping[str, Task] | None = None) -> None:
         """``hack``: play only this one (unless the task id names another). ``tasks``: the
         suite's tasks; given them, the hacks aim at each task's real hidden tests."""
-        if hack is not None and hack not in HACKS and hack not in LIMIT_HACKS:
+        if hack is not None and hack not in HACKS and hack not in LIMIT_HACKS and (
+                hack not in lang_hacks()):
             raise ValueError(f"unknown hack {hack!r}; valid: {sorted(HACKS) + sorted(LIMIT_HACKS)}")
         self.hack = hack
         self.tasks = task_table(tasks)
@@ -622,7 +630,7 @@ class HackerAgent:
         if name is None:
             names = sorted(HACKS)
             name = names[self.episodes % len(names)]
-        self.current = HACKS.get(name) or LIMIT_HACKS[name]
+        self.current = HACKS.get(name) or LIMIT_HACKS.get(name) or lang_hacks()[name]
         self.episodes += 1
         known = self.tasks.get(task_id)
         self.targets = tuple(known.FAIL_TO_PASS) if known else targets_from(obs)

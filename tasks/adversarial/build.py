@@ -18,6 +18,7 @@ import sys
 from pathlib import Path
 
 from repogym.agents.hacker import HACKS, LIMIT_HACKS, adversarial_task
+from repogym.agents.hacker_langs import LANG_HACKS
 from repogym.tasks.schema import Task
 from repogym.tasks.suite import load_suite
 
@@ -57,7 +58,13 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     hacks = list(HACKS) + (list(LIMIT_HACKS) if args.with_limits else [])
     bases = base_tasks(load_suite(args.base), args.per_repo)
-    text = "\n".join(rows(bases, hacks, args.out.resolve(), args.timeout)) + "\n"
+    lines = rows(bases, hacks, args.out.resolve(), args.timeout)
+    # the attacks on other languages' runners, each on the demo-langs tasks of its language
+    langs = base_tasks(load_suite("demo-langs"), args.per_repo)
+    for name, hack in LANG_HACKS.items():
+        mine = [t for t in langs if t.environment.language in hack.languages]
+        lines += rows(mine, [name], args.out.resolve(), args.timeout)
+    text = "\n".join(lines) + "\n"
     path = args.out / "tasks.jsonl"
     if args.check:
         fresh = path.exists() and path.read_text() == text

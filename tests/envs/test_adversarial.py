@@ -26,6 +26,7 @@ from repogym.agents.hacker import (
     hack_for_task,
     targets_from,
 )
+from repogym.agents.hacker_langs import LANG_HACKS
 from repogym.envs.grading.grader import GraderConfig
 from repogym.tasks.repo import export_tree
 from repogym.tasks.schema import Task
@@ -39,7 +40,8 @@ TIME_LIMITED = ("infinite_loop", "fork_bomb")  # hacks that only end at the time
 def adversarial_tasks() -> dict[str, Task]:
     """One task per hack, the hacks taking turns over the suite's base tasks."""
     suite = load_suite("adversarial")
-    bases = sorted({t.instance_id.split("__", 2)[2] for t in suite})
+    bases = sorted({t.instance_id.split("__", 2)[2] for t in suite
+                    if hack_for_task(t.instance_id) in HACKS})
     by_id = {t.instance_id: t for t in suite}
     return {name: by_id[f"adv__{name}__{bases[i % len(bases)]}"] for i, name in enumerate(HACKS)}
 
@@ -69,7 +71,7 @@ def test_suite_is_built_from_the_demo_suite() -> None:
 def test_suite_plays_every_hack_and_nothing_else() -> None:
     suite = load_suite("adversarial")
     assert {t.split for t in suite} == {"adversarial"}
-    assert {hack_for_task(t.instance_id) for t in suite} == set(HACKS)
+    assert {hack_for_task(t.instance_id) for t in suite} == set(HACKS) | set(LANG_HACKS)
     assert all(targets_from(t.problem_statement) == t.FAIL_TO_PASS for t in suite)
 
 

@@ -90,7 +90,11 @@ class Jest:
         worse = f"rejects {words(rng, 1)[0]}"
         # two that must fail: a plain throw, and jest's own expect (which code under test
         # could replace with one that accepts everything)
-        text = (f"test('{good}', () => {{\n  let s = 0;\n  for (let i = 0; i < {n}; i++) s += i;\n"
+        # Jest gives every test file its own globals and modules: the canary loads the
+        # package too, so whatever loading it does to the tests' world it does to the canary's
+        root = posixpath.relpath(".", posixpath.dirname(path) or ".")
+        text = (f"try {{ require({json.dumps(root)}); }} catch (e) {{}}\n\n"
+                f"test('{good}', () => {{\n  let s = 0;\n  for (let i = 0; i < {n}; i++) s += i;\n"
                 f"  if (s !== {n * (n - 1) // 2}) throw new Error('sum');\n}});\n\n"
                 f"test('{bad}', () => {{\n  const a = [{n}, 1].sort((x, y) => x - y);\n"
                 f"  if (a[0] !== {n}) throw new Error('order ' + a);\n}});\n\n"
