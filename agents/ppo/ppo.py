@@ -390,6 +390,7 @@ def train(config: TrainConfig,
     try:
         if config.ray:  # the learner stays here; environments run on the cluster's workers
             fleet = make_fleet(config, run_dir)
+            logger.write_json("cluster.json", fleet.workers())  # which node and engine is which
         for _ in range(config.num_envs if fleet is None else 0):  # one by one, so a failure
             envs.append(make_env(config, run_dir))                # closes those made
         for update in range(start, config.updates):

@@ -8,6 +8,7 @@ Layout of a run folder:
     trajectories.jsonl     one line per episode: turns, reward, why it ended, the env's info
     lost_episodes.jsonl    one line per episode attempt lost with its worker, node or engine
                            (masked out of the update, never scored)
+    cluster.json           with --ray: each environment worker's node, host and Docker engine
     records/               the environment's own per-episode records (record_dir)
     checkpoints/update_N/  model/ (save_pretrained: full weights or the LoRA adapter, plus the
                            tokenizer) and trainer.pt (value head, optimiser, RNG, update)
@@ -57,6 +58,9 @@ class RunLogger:
         with (self.run_dir / "trajectories.jsonl").open("a") as f:
             for t in trajs:
                 f.write(json.dumps(trajectory_record(update, t)) + "\n")
+
+    def write_json(self, name: str, value: Any) -> None:
+        (self.run_dir / name).write_text(json.dumps(value, indent=2, default=str) + "\n")
 
     def lost(self, update: int, lost: list[LostEpisode]) -> None:
         if not lost:

@@ -166,9 +166,10 @@ class Fleet:
     def _assign_engine(self, n_envs: int) -> str | None:
         if not self._engines:
             return None
+        # slots promised to workers still starting: the engine counts the running ones itself
         taken: dict[str, int] = {}
         for w in self._workers:
-            if w.engine and w.state != "lost":
+            if w.engine and w.state == "starting":
                 url = engines.parse_engine(w.engine).url
                 taken[url] = taken.get(url, 0) + w.n_envs
         return engines.pick(self._engines, exclude=self._down, taken=taken).spec
@@ -217,11 +218,6 @@ class Fleet:
         if self._worker(slot).state == "ready":
             with self._lock:
                 self._free.append(slot)
-
-    def can_grow(self) -> bool:
-        """Whether a worker is still starting (its slots may yet come)."""
-        self._handle_losses()
-        return any(w.state == "starting" for w in self._workers)
 
     def wait_for_slots(self, timeout: float) -> bool:
         """Blocks until a starting worker is ready; False when none became ready in time."""

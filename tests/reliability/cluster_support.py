@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -145,6 +146,7 @@ class RayNodes:
     def close(self) -> None:
         for name in list(self.nodes):
             self.kill(name)
+        shutil.rmtree(self.root, ignore_errors=True)
 
 
 def labelled(host: str, label: str, value: str) -> list[str]:

@@ -176,6 +176,8 @@ def test_training_on_two_nodes_survives_losing_the_worker_node(
     trajs = [json.loads(x) for x in (out / "trajectories.jsonl").read_text().splitlines()]
     lost = [json.loads(x) for x in (out / "lost_episodes.jsonl").read_text().splitlines()]
     assert [m["update"] for m in metrics] == [0, 1]
+    workers = json.loads((out / "cluster.json").read_text())
+    assert sorted(w["engine"] for w in workers) == sorted([LOCAL, cluster.engine.host])
     # update 0: episodes on both nodes, per-node throughput reported for each
     first = {t["where"] for t in trajs if t["update"] == 0}
     assert len(first) == 2, first
