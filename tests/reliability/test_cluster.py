@@ -48,7 +48,10 @@ class Cluster:
 def cluster(tls_engine: TLSEngine, toy_task: Task, toy_image: str,
             tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
     if importlib.util.find_spec("ray") is None:
-        pytest.skip("needs Ray: pip install 'repogym[ray]'")
+        message = "needs Ray: pip install 'repogym[ray]' (make venv installs it)"
+        if os.environ.get("CI"):
+            pytest.fail(message, pytrace=False)
+        pytest.skip(message)
     suite = tmp_path_factory.mktemp("suite") / "tasks.jsonl"
     suite.write_text(json.dumps({**toy_task.to_dict(), "split": "train"}) + "\n")
     nodes = RayNodes(Path(f"/tmp/rgr-{os.getpid()}"))
