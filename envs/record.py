@@ -13,8 +13,9 @@ from repogym.errors import UsageError
 from repogym.version import __version__
 
 
-def versions(extra: dict[str, Any] | None = None) -> dict[str, Any]:
-    """Versions of everything that produced a result."""
+def versions(extra: dict[str, Any] | None = None, engine: bool = True) -> dict[str, Any]:
+    """Versions of everything that produced a result; with ``engine``, the Docker engine's
+    too (asked here: an env's backend gives its own instead)."""
     from importlib.metadata import PackageNotFoundError, version
 
     out: dict[str, Any] = {"repogym": __version__, "python": platform.python_version()}
@@ -23,12 +24,13 @@ def versions(extra: dict[str, Any] | None = None) -> dict[str, Any]:
             out[name] = version(name)
         except PackageNotFoundError:
             out[name] = None
-    try:
-        from repogym.envs.sandbox.client import docker_client
+    if engine:
+        try:
+            from repogym.envs.sandbox.client import docker_client
 
-        out["docker_engine"] = docker_client().version().get("Version")
-    except Exception:  # noqa: BLE001 - a record without the engine version is still useful
-        out["docker_engine"] = None
+            out["docker_engine"] = docker_client().version().get("Version")
+        except Exception:  # noqa: BLE001 - a record without the engine version is still useful
+            out["docker_engine"] = None
     return {**out, **(extra or {})}
 
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import os
-import tempfile
+import random
 import time
 from pathlib import Path
 from typing import Any, SupportsFloat
@@ -12,16 +12,15 @@ import gymnasium as gym
 
 from repogym.envs import fork, pooling
 from repogym.envs.actions import HOW_TO_CALL, parse_action
+from repogym.envs.backends import BackendSettings, open_backend
 from repogym.envs.grading.grader import GraderConfig, GradingReport
 from repogym.envs.grading.rewards import RewardFn, components, reward_fn, task_similarity
 from repogym.envs.record import EpisodeRecorder, versions
-from repogym.envs.sandbox.base import Sandbox, SandboxConfig
-from repogym.envs.sandbox.pool import SandboxPool
-from repogym.envs.sandbox.shared import PoolKey
+from repogym.envs.sandbox.base import Sandbox
 from repogym.envs.spaces import AnyText
 from repogym.envs.tools import TOOL_SCHEMAS, Toolbox
 from repogym.errors import ActionError, SandboxError
-from repogym.tasks.images import WORKDIR, BuiltImage, ensure_image, image_info, image_tag
+from repogym.tasks.images import BuiltImage
 from repogym.tasks.schema import Task
 from repogym.tasks.suite import ALL, load_suite, pick, select
 
@@ -113,8 +112,10 @@ class SWEEnv(gym.Env[str, Any]):
     - ``warm_grader`` (True): start the grading container while the agent works (one per
       image, shared like the pool).
     - ``grader``: a :class:`~repogym.envs.grading.grader.GraderConfig`.
-    - ``sandbox``: ``"docker"`` (default) or ``"fake"`` (a local folder, for tests of code
-      above the sandbox; it isolates nothing).
+    - ``sandbox``: the backend (:mod:`repogym.envs.backends`): ``"docker"`` (default) or
+      ``"fake"``: no Docker at all, the repository in a local folder with a local bash, graded
+      by running its tests in another local folder with this host's Python. For tests of the
+      code above the sandbox: it isolates nothing, and its grading defends against nothing.
 
     ## Version History
     - v0: first version.
@@ -151,8 +152,6 @@ class SWEEnv(gym.Env[str, Any]):
                 f"budgets must be positive: max_steps={max_steps}, max_seconds={max_seconds}, "
                 f"max_observation_chars={max_observation_chars}"
             )
-        if sandbox not in ("docker", "fake"):
-            raise ValueError(f"sandbox={sandbox!r}: use 'docker' or 'fake'")
         if render_mode not in (None, "ansi"):
             raise ValueError(f"render_mode={render_mode!r}: use None or 'ansi'")
         # held-out tasks stay out of training unless asked for: a suite gives its train split
@@ -165,39 +164,35 @@ class SWEEnv(gym.Env[str, Any]):
         self.bash_timeout, self.output_limit = bash_timeout, output_limit
         self.record_dir = record_dir
         self.snapshot_dir = Path(snapshot_dir) if snapshot_dir is not None else None
-        self._branched_from: str | None = None
         self.render_mode = render_mode
         self.sandbox_kind = sandbox
         self.run_id = run_id or pooling.run_id()
         self.model = model
-        self._shared_pool = False
-        self._pool_args = (pool_size, reuse_containers, warm_grader, grader)
-        self.pool = self._open_pool(*self._pool_args)
-        self.grader = pooling.grader_for(self.pool, grader)
+        backend = open_backend(sandbox, BackendSettings(
+            self.run_id, output_limit, pool_size, reuse_containers, warm_grader, grader))
+        self.images, self.sandboxes, self.grader = (backend.images, backend.sandboxes,
+                                                    backend.grader)
         self.observation_space = AnyText(max_length=MAX_TEXT)
         self.action_space = AnyText(max_length=MAX_TEXT)
+        # the episode in progress; reset() sets them, close() lets go of them
         self.task: Task | None = None
         self.image: BuiltImage | None = None
         self.sandbox: Sandbox | None = None
         self.toolbox: Toolbox | None = None
         self.recorder: EpisodeRecorder | None = None
-        self._episodes = 0
-        self._images: dict[str, BuiltImage] = {}
+        self._episodes = 0  # episodes started by this env (names the records)
+        self._steps = 0
+        self._obs_chars = 0  # characters of observations returned this episode
+        self._start = 0.0  # time.monotonic() when the episode started (less a branch's time)
         self._done = True
         self._last_obs = ""
+        self._branched_from: str | None = None  # the snapshot this episode started from
+        self._report: GradingReport | None = None  # the last submission's grading
 
-    def _open_pool(self, size: int | None, reuse: bool, warm_grader: bool,
-                   grader: GraderConfig | None) -> pooling.Pool | None:
-        if self.sandbox_kind != "docker":
-            return None
-        if size is not None:
-            if size < 0:
-                raise ValueError(f"pool_size={size}: use None (the shared default) or >= 0")
-            return SandboxPool(size=size, reuse=reuse, grader_size=int(warm_grader),
-                               run_id=self.run_id)
-        self._shared_pool = True
-        return pooling.open_pool(PoolKey(self.run_id, self.output_limit, reuse, warm_grader,
-                                         grader or GraderConfig()))
+    @property
+    def pool(self) -> pooling.Pool | None:
+        """The Docker backend's pool of containers (None for other backends)."""
+        return getattr(self.sandboxes, "pool", None)
 
     # --- reset ---------------------------------------------------------------------------------
 
@@ -206,19 +201,17 @@ class SWEEnv(gym.Env[str, Any]):
         super().reset(seed=seed)
         options = options or {}
         rng_seed = int(self.np_random.integers(2**31))
-        import random
-
         snap = fork.as_snapshot(options["snapshot"]) if options.get("snapshot") else None
         task = (fork.task_of(snap, self.tasks) if snap is not None
                 else pick(self.tasks, options.get("task_id"), random.Random(rng_seed)))
-        image = self._image(task)
+        image = self.images.ensure(task)
         # the used container goes back to the pool in the same call that takes the next one:
         # the pool resets it in place while this episode runs
         previous = self.sandbox
         self.sandbox = None
         self._release()
         self.task, self.image = task, image
-        self.sandbox = self._sandbox(self.task, self.image, previous)
+        self.sandbox = self.sandboxes.acquire(self.image, previous)
         self.grader.warm(self.image.tag)
         self.toolbox = Toolbox(self.sandbox, bash_timeout=self.bash_timeout)
         self._episodes += 1
@@ -283,34 +276,8 @@ class SWEEnv(gym.Env[str, Any]):
         return fork.take(self.sandbox, self.task, self.image.tag, counters,
                          self.snapshot_dir or fork.default_dir(), record, self._branched_from)
 
-    def _image(self, task: Task) -> BuiltImage:
-        """The task's image: built or looked up once per env, then remembered."""
-        key = image_tag(task)
-        if key not in self._images:
-            self._images[key] = ensure_image(task, progress=lambda _msg: None)
-        return self._images[key]
-
-    def _sandbox(self, task: Task, image: BuiltImage, previous: Sandbox | None) -> Sandbox:
-        if self.sandbox_kind == "docker":
-            if self.pool is None:  # reset after close(): the env opens its pool again
-                self.pool = self._open_pool(*self._pool_args)
-                self.grader = pooling.grader_for(self.pool, self._pool_args[3])
-            assert self.pool is not None
-            return self.pool.acquire(image.tag, returning=previous, run_id=self.run_id,
-                                     output_limit=self.output_limit)
-        if previous is not None:
-            previous.close()
-        from repogym.envs.sandbox.fake import FakeSandbox
-        from repogym.tasks.repo import export_tree, snapshot
-
-        tmp = Path(tempfile.mkdtemp(prefix="repogym-src-"))
-        export_tree(task.source or "", task.base_commit, tmp / "testbed")
-        snapshot(tmp / "testbed")
-        return FakeSandbox(SandboxConfig(image=image.tag, run_id=self.run_id,
-                                         output_limit=self.output_limit), source=tmp / "testbed")
-
     def _prompt(self, task: Task) -> str:
-        where = WORKDIR if self.sandbox_kind == "docker" else getattr(self.sandbox, "workdir", "")
+        where = self.sandbox.workdir if self.sandbox is not None else ""
         return (
             f"{task.problem_statement.strip()}\n\n"
             f"---\nThe repository {task.repo} is checked out at {where}, the working folder of "
@@ -412,16 +379,12 @@ class SWEEnv(gym.Env[str, Any]):
                 "end", reward=reward, reward_components=info.get("reward_components"),
                 grading=info.get("grading"), flags=info.get("flags"), patch=info.get("patch"),
                 truncation=info.get("truncation"), n_steps=self._steps,
-                versions=versions({"image": self._image_digest(), "task_hash": self.task.task_hash
-                                   if self.task else None, "model": self.model}),
+                versions=versions({
+                    **(self.images.provenance(self.image) if self.image else {}),
+                    "task_hash": self.task.task_hash if self.task else None,
+                    "model": self.model}, engine=False),
             )
             self.recorder.close()
-
-    def _image_digest(self) -> str | None:
-        try:
-            return str(image_info(self.image.tag)["id"]) if self.image else None
-        except Exception:  # noqa: BLE001 - a record without the digest is still a record
-            return None
 
     # --- the rest ------------------------------------------------------------------------------
 
@@ -438,10 +401,7 @@ class SWEEnv(gym.Env[str, Any]):
         self.toolbox = None
 
     def _give_back(self, sandbox: Sandbox) -> None:
-        if self.pool is not None:
-            self.pool.release(sandbox)
-        else:
-            sandbox.close()
+        self.sandboxes.release(sandbox)
 
     def close(self) -> None:
         if self.recorder is not None:
@@ -449,8 +409,7 @@ class SWEEnv(gym.Env[str, Any]):
             self.recorder = None
         if self.sandbox is not None:  # closing: no point resetting it for reuse
             box, self.sandbox = self.sandbox, None
-            self.pool.discard(box) if self.pool is not None else box.close()
-        if self.pool is not None:
-            pool, self.pool = self.pool, None
-            pooling.close_pool(pool) if self._shared_pool else pool.close()
+            self.sandboxes.discard(box)
+        self.toolbox = None
+        self.sandboxes.close()
         self._done = True

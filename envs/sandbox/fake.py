@@ -70,9 +70,16 @@ class PipeTransport:
 class FakeSandbox:
     """A local folder standing in for the container's repository root."""
 
-    def __init__(self, config: SandboxConfig, source: Path | None = None):
+    def __init__(self, config: SandboxConfig, source: Path | None = None,
+                 root: Path | None = None):
+        """``root``: the folder to make and work in (removed by :meth:`close`); a new
+        temporary one when None."""
         self.config = config
-        self._root = Path(tempfile.mkdtemp(prefix=f"repogym-fake-{config.run_id}-"))
+        if root is not None:
+            root.mkdir(parents=True)
+            self._root = root
+        else:
+            self._root = Path(tempfile.mkdtemp(prefix=f"repogym-fake-{config.run_id}-"))
         self.workdir = str(self._root / "testbed")
         if source is not None:
             shutil.copytree(source, self.workdir, symlinks=True)

@@ -1,8 +1,14 @@
-"""repogym/SWE-v0 through Gymnasium, against a real engine."""
+"""repogym/SWE-v0 through Gymnasium: the env's contract on both backends (the fake one in the
+fast suite, no Docker needed), and what only real containers show."""
 
 from __future__ import annotations
 
 import json
+import os
+import socket
+import subprocess
+import sys
+import textwrap
 from pathlib import Path
 
 import gymnasium as gym
@@ -14,12 +20,18 @@ import repogym  # noqa: F401 - registers the env
 from repogym.envs.record import read_record
 from repogym.tasks.schema import Task
 
-pytestmark = pytest.mark.docker
-
 FIX = {
     "name": "str_replace",
     "arguments": {"path": "calc/__init__.py", "old_str": "a - b", "new_str": "a + b"},
 }
+
+
+@pytest.fixture(params=["fake", pytest.param("docker", marks=pytest.mark.docker)])
+def sandbox(request: pytest.FixtureRequest) -> str:
+    """Each contract test runs on both backends; the Docker one needs the task's image."""
+    if request.param == "docker":
+        request.getfixturevalue("toy_image")
+    return str(request.param)
 
 
 def test_registered_on_import() -> None:
@@ -28,18 +40,21 @@ def test_registered_on_import() -> None:
     assert spec.entry_point == "repogym.envs.swe_env:SWEEnv"
 
 
-def test_check_env_passes(toy_task: Task, toy_image: str) -> None:
-    env = gym.make("repogym/SWE-v0", tasks=[toy_task])
+def test_check_env_passes(toy_task: Task, sandbox: str) -> None:
+    env = gym.make("repogym/SWE-v0", tasks=[toy_task], sandbox=sandbox)
     try:
         check_env(env.unwrapped, skip_render_check=True)
     finally:
         env.close()
 
 
-def test_episode_fix_and_submit(toy_task: Task, toy_image: str, tmp_path: Path) -> None:
-    env = gym.make("repogym/SWE-v0", tasks=[toy_task], record_dir=tmp_path, reward="shaped")
+def test_episode_fix_and_submit(toy_task: Task, sandbox: str, tmp_path: Path) -> None:
+    env = gym.make("repogym/SWE-v0", tasks=[toy_task], record_dir=tmp_path, reward="shaped",
+                   sandbox=sandbox)
     obs, info = env.reset(seed=3)
-    assert toy_task.problem_statement in obs and "/testbed" in obs
+    workdir = env.unwrapped.sandbox.workdir
+    assert toy_task.problem_statement in obs and workdir in obs
+    assert workdir == "/testbed" or sandbox == "fake"
     assert obs.count("Tools:") == 1 and obs.count("undo_edit") == 1  # named once
     assert info["task_id"] == toy_task.instance_id and info["split"] == "eval"
     assert {t["function"]["name"] for t in info["tools"]} >= {
@@ -52,9 +67,9 @@ def test_episode_fix_and_submit(toy_task: Task, toy_image: str, tmp_path: Path) 
         "submit",
     }
     obs, reward, term, trunc, info = env.step({"tool": "bash", "command": "cd calc && pwd"})
-    assert obs.strip() == "/testbed/calc" and reward == 0.0 and not term
+    assert obs.strip() == f"{workdir}/calc" and reward == 0.0 and not term
     obs, *_ = env.step('{"tool": "bash", "command": "pwd"}')
-    assert obs.strip() == "/testbed/calc"
+    assert obs.strip() == f"{workdir}/calc"
     obs, reward, term, trunc, info = env.step("not a tool call")
     assert info["action_error"] and "tool_call" in obs and not term
     obs, *_ = env.step(f"Fixing it.\n<tool_call>{json.dumps(FIX)}</tool_call>")
@@ -69,31 +84,34 @@ def test_episode_fix_and_submit(toy_task: Task, toy_image: str, tmp_path: Path) 
     assert [e["event"] for e in events] == ["reset"] + ["step"] * 5 + ["end"]
     assert events[3]["info"]["action_error"] and events[-1]["reward_components"] == comps
     assert events[-1]["versions"]["repogym"] and events[-1]["versions"]["image"]
+    assert bool(events[-1]["versions"]["docker_engine"]) == (sandbox == "docker")
     assert events[-1]["grading"]["resolved"] is True
 
 
-def test_null_submit_scores_zero(toy_task: Task, toy_image: str) -> None:
-    env = gym.make("repogym/SWE-v0", tasks=[toy_task])
+def test_null_submit_scores_zero(toy_task: Task, sandbox: str) -> None:
+    env = gym.make("repogym/SWE-v0", tasks=[toy_task], sandbox=sandbox)
     env.reset(seed=0)
     _, reward, term, _, info = env.step({"tool": "submit"})
     assert term and reward == 0.0 and not info["resolved"]
     env.close()
 
 
-def test_budgets_truncate(toy_task: Task, toy_image: str) -> None:
-    env = gym.make("repogym/SWE-v0", tasks=[toy_task], max_steps=2)
+def test_budgets_truncate(toy_task: Task, sandbox: str) -> None:
+    env = gym.make("repogym/SWE-v0", tasks=[toy_task], max_steps=2, sandbox=sandbox)
     env.reset(seed=0)
     assert not env.step({"tool": "bash", "command": "true"})[3]
     _, reward, term, trunc, info = env.step({"tool": "bash", "command": "true"})
     assert trunc and not term and reward == 0.0 and "max_steps" in info["truncation"]
     env.close()
-    env = gym.make("repogym/SWE-v0", tasks=[toy_task], max_observation_chars=1000)
+    env = gym.make("repogym/SWE-v0", tasks=[toy_task], max_observation_chars=1000,
+                   sandbox=sandbox)
     env.reset(seed=0)
     _, _, _, trunc, info = env.step({"tool": "bash", "command": "seq 1 5000"})
     assert trunc and "max_observation_chars" in info["truncation"]
     env.close()
 
 
+@pytest.mark.docker
 def test_async_vector_env_runs_episodes(toy_task: Task, toy_image: str) -> None:
     envs = gym.make_vec("repogym/SWE-v0", num_envs=2, vectorization_mode="async", tasks=[toy_task])
     try:
@@ -117,13 +135,14 @@ def test_async_vector_env_runs_episodes(toy_task: Task, toy_image: str) -> None:
         envs.close()
 
 
-def test_unknown_task_id_lists_close_matches(toy_task: Task, toy_image: str) -> None:
-    env = gym.make("repogym/SWE-v0", tasks=[toy_task])
+def test_unknown_task_id_lists_close_matches(toy_task: Task, sandbox: str) -> None:
+    env = gym.make("repogym/SWE-v0", tasks=[toy_task], sandbox=sandbox)
     with pytest.raises(repogym.TaskError, match="toy__calc-1"):
         env.reset(options={"task_id": "toy__calc-2"})
     env.close()
 
 
+@pytest.mark.docker
 def test_tools_leave_the_agents_shell_alone(toy_task: Task, toy_image: str) -> None:
     env = gym.make("repogym/SWE-v0", tasks=[toy_task])
     env.reset(seed=0)
@@ -132,3 +151,48 @@ def test_tools_leave_the_agents_shell_alone(toy_task: Task, toy_image: str) -> N
     obs, *_ = env.step({"tool": "bash", "command": "pwd; echo $KEEP; command -v python"})
     assert obs.split() == ["/testbed/calc", "1", "/opt/venv/bin/python"]
     env.close()
+
+
+def test_unknown_sandbox_names_the_backends(toy_task: Task) -> None:
+    with pytest.raises(ValueError, match=r"sandbox='podman': use one of \['docker', 'fake'\]"):
+        gym.make("repogym/SWE-v0", tasks=[toy_task], sandbox="podman")
+
+
+# Runs in a process whose Docker engine is a socket nobody listens on, and in which making a
+# Docker client at all fails: a fake-sandbox episode must need neither.
+NO_ENGINE = """
+import json, sys
+import gymnasium as gym
+import repogym
+from repogym.envs.sandbox import engines
+from repogym.tasks.schema import Task
+
+def no_client(*args, **kwargs):
+    raise AssertionError("a fake-sandbox episode asked for a Docker client")
+
+engines.make_client = no_client
+task = Task.from_dict(json.loads(sys.argv[1]))
+env = gym.make("repogym/SWE-v0", tasks=[task], sandbox="fake", record_dir=sys.argv[2])
+obs, info = env.reset(seed=0)
+env.step({"name": "str_replace", "arguments": {"path": "calc/__init__.py",
+          "old_str": "a - b", "new_str": "a + b"}})
+_, reward, terminated, _, info = env.step({"tool": "submit"})
+env.close()
+print(json.dumps({"reward": reward, "terminated": terminated, "resolved": info["resolved"]}))
+"""
+
+
+def test_fake_episode_runs_without_a_docker_engine(toy_task: Task, tmp_path: Path) -> None:
+    closed = tmp_path / "docker.sock"
+    listener = socket.socket(socket.AF_UNIX)
+    listener.bind(str(closed))
+    listener.close()  # the socket file stays; nothing answers on it
+    env = {k: v for k, v in os.environ.items() if k != "REPOGYM_DOCKER_HOSTS"}
+    env["DOCKER_HOST"] = f"unix://{closed}"
+    proc = subprocess.run([sys.executable, "-c", textwrap.dedent(NO_ENGINE),
+                           json.dumps(toy_task.to_dict()), str(tmp_path / "records")],
+                          capture_output=True, text=True, env=env, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    result = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert result == {"reward": 1.0, "terminated": True, "resolved": True}
+    assert "Docker" not in proc.stderr, proc.stderr[-2000:]

@@ -1,0 +1,41 @@
+"""Backends of the env, by name: ``docker`` (real containers, the default) and ``fake`` (a local
+folder and a local test run: no Docker at all, for fast tests of the code above the sandbox;
+it isolates nothing)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from repogym.envs.backends.base import (
+    Backend,
+    BackendSettings,
+    EpisodeGrader,
+    ImageProvider,
+    SandboxProvider,
+)
+
+
+def _docker(settings: BackendSettings) -> Backend:
+    from repogym.envs.backends.docker import docker_backend
+
+    return docker_backend(settings)
+
+
+def _fake(settings: BackendSettings) -> Backend:
+    from repogym.envs.backends.fake import fake_backend
+
+    return fake_backend(settings)
+
+
+BACKENDS: dict[str, Callable[[BackendSettings], Backend]] = {"docker": _docker, "fake": _fake}
+
+
+def open_backend(name: str, settings: BackendSettings) -> Backend:
+    """The backend called ``name``; an unknown name raises ``ValueError`` naming the valid ones."""
+    if name not in BACKENDS:
+        raise ValueError(f"sandbox={name!r}: use one of {sorted(BACKENDS)}")
+    return BACKENDS[name](settings)
+
+
+__all__ = ["BACKENDS", "Backend", "BackendSettings", "EpisodeGrader", "ImageProvider",
+           "SandboxProvider", "open_backend"]
