@@ -7,7 +7,7 @@ export REPOGYM_CA_BUNDLE ?= $(wildcard /etc/ssl/certs/ca-certificates.crt)
 TORCH ?= torch==2.13.0
 PYTEST_ARGS ?=
 
-.PHONY: demo test venv docker base lint typecheck clean-containers
+.PHONY: demo test venv docker base lint typecheck clean-containers shellcheck
 
 demo: venv docker base
 	$(BIN)/repogym images build --suite demo
@@ -32,8 +32,14 @@ docker:
 base: venv docker
 	$(BIN)/repogym images base
 
-lint: venv
+lint: venv shellcheck
 	$(BIN)/ruff check .
+	shellcheck $$(git ls-files '*.sh')
+
+# the scripts that run in containers are checked too; shellcheck from Debian's packages
+shellcheck:
+	@command -v shellcheck >/dev/null || apt-get install -y -q shellcheck \
+		|| { apt-get update -q && apt-get install -y -q shellcheck; }
 
 typecheck: venv
 	$(BIN)/mypy repogym envs tasks agents scripts

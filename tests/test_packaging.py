@@ -35,4 +35,7 @@ def test_wheel_is_quiet_and_holds_the_suites(tmp_path: Path) -> None:
     assert len(tracked) > 50
     missing = [p for p in tracked if f"repogym/{p}" not in names]
     assert not missing, missing
+    scripts = subprocess.run(["git", "ls-files", "envs/*.sh"], cwd=ROOT, capture_output=True,
+                             text=True, check=True).stdout.split()
+    assert scripts and not [p for p in scripts if f"repogym/{p}" not in names]
     assert "repogym/py.typed" in names and not any("__pycache__" in n for n in names)

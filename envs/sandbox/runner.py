@@ -25,47 +25,11 @@ from repogym.envs.sandbox.base import ExecResult, SandboxLost
 from repogym.envs.sandbox.client import engine_errors
 from repogym.envs.sandbox.shell import MarkerCapture
 from repogym.envs.sandbox.transport import FrameReader
+from repogym.resources import script
 
 READY = b"__RG_RUNNER_READY\n"
-# The script travels in a variable, read by a builtin (bytes, whatever the locale), and input
-# reaches a file only when there is some (staging, before any of the agent's code ran here): a
-# script sent after the tests needs no free space in folders the tests could have filled, and
-# reading it forks nothing.
-#
-# A request may first end every process of one user (the tests' user, before the results are
-# read). That must work when the tests' processes took every process slot the container has (a
-# fork bomb), so it forks nothing: builtins only. `kill -STOP -1` holds every process but init
-# and the runner at once (a process forking then stops in its child too), the user's processes
-# die while none can fork, and the rest go on; passes repeat until init reaped the last one.
-# Root needs CAP_KILL for it, as grading containers have.
-LOOP = r"""
-end_user() {
-  local i p k v left
-  for ((i = 0; i < 200; i++)); do
-    left=0
-    kill -STOP -1 2>/dev/null
-    for p in /proc/[0-9]*; do
-      while read -r k v _; do
-        [ "$k" = Uid: ] || continue
-        if [ "$v" = "$1" ]; then kill -KILL "${p#/proc/}" 2>/dev/null; left=1; fi
-        break
-      done 2>/dev/null < "$p/status"
-    done
-    kill -CONT -1 2>/dev/null
-    [ "$left" = 0 ] && return
-  done
-}
-d=$(mktemp -d) || exit 1
-printf '__RG_RUNNER_READY\n'
-while IFS=' ' read -r n s b t u; do
-  if [ -n "$u" ]; then end_user "$u"; fi
-  LC_ALL=C IFS= read -r -N "$s" script || [ "$s" = 0 ] || exit 1
-  in=/dev/null
-  if [ "$b" != 0 ]; then in=$d/in; head -c "$b" > "$in" || exit 1; fi
-  timeout -k 5 "$t" bash -c "$script" repogym-runner < "$in" 2>&1
-  printf '\n__RG_DONE_%s %d\n' "$n" $?
-done
-"""
+# The loop that reads and runs requests (see the file for how, and why so)
+LOOP = script("repogym.envs.sandbox", "runner_loop.sh", bare=True)
 
 
 class Runner:
