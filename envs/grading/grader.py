@@ -330,8 +330,12 @@ class _Run:
         modules = self._modules()
         if not modules:
             return ""
-        code = IMPORT_CHECK + "check(sys.argv[1:])"
-        return (f"timeout 10 python -c {shlex.quote(code)} {' '.join(modules)} 2>/dev/null; "
+        # what importing prints stays out of the log: only the check's line reaches it (fd 3)
+        words = f" {self.task.environment.test_cmd} "
+        cwd = " -m pytest " in words or " -mpytest " in words
+        code = IMPORT_CHECK + f"os.write(3, check(sys.argv[1:], {cwd}).encode())"
+        return (f"timeout 10 python -c {shlex.quote(code)} {' '.join(modules)} "
+                "3>&1 >/dev/null 2>&1; "
                 "printf '\\n__RG_IMPORTS=%d\\n' $?;")
 
     # --- 4. the verdict ------------------------------------------------------------------------

@@ -34,10 +34,14 @@ READY = "__RG_PYTEST_READY"
 
 # Imports the packages the agent changed; prints those that come from outside /testbed (an
 # installed copy that shadows the repository: the tests never saw the agent's code). A name
-# that is no module at all (docs/, scripts/) is skipped. Both ways of running the tests use it.
+# that is no module at all (docs/, scripts/) is skipped. Both ways of running the tests use it:
+# the warm runner after the tests in their own process, a fresh run in a new one that sees the
+# sys.path the tests saw (the working folder on it only under `python -m pytest`).
 IMPORT_CHECK = r"""
-import importlib, sys
-def check(names):
+import importlib, os, sys
+def check(names, cwd_on_path=True):
+    if not cwd_on_path:  # the pytest script does not put the working folder on sys.path
+        sys.path[:] = [p for p in sys.path if p not in ("", os.getcwd())]
     away = []
     for name in names:
         try:
@@ -49,7 +53,7 @@ def check(names):
         path = getattr(module, "__file__", None) or ""
         if path and not path.startswith("/testbed/"):
             away.append(name + ":" + path)
-    sys.stdout.write("\n__RG_SHADOW=" + " ".join(away) + "\n")
+    return "\n__RG_SHADOW=" + " ".join(away) + "\n"
 """
 
 # Runs in the container. Prints READY once pytest is imported (or REFUSED with the reason),
@@ -88,7 +92,7 @@ except SystemExit as exc:
     code = exc.code if isinstance(exc.code, int) else 1
 if request["imports"]:
     try:
-        check(request["imports"])
+        sys.stdout.write(check(request["imports"]))
         ok = True
     except BaseException:
         ok = False

@@ -186,3 +186,20 @@ def test_a_repository_parser_and_cut_ids_get_the_pytest_treatment(
     partial = grader.grade(task, half, image)
     assert partial.valid and not partial.resolved and partial.fail_to_pass == {CUT: "FAILED"}
     assert sum(s == "PASSED" for t, s in partial.statuses.items() if "create_app2" in t) == 1
+
+
+def test_an_installed_copy_that_shadows_the_repository_is_named(
+        grader: Grader, tmp_path: Path) -> None:
+    # the package is also copied into site-packages, and `pytest` (not `python -m pytest`)
+    # does not put /testbed on sys.path: the tests import the copy, never the code under test
+    files = {"shapes/__init__.py": INIT, "shapes/area.py": AREA,
+             "tests/test_area.py": TESTS.format(prefix="test_")}
+    copy = ('cp -r shapes "$(python -c \'import sysconfig; print(sysconfig.get_paths()'
+            '["purelib"])\')/"')
+    task = project_task(tmp_path / "shadowed", "shadowed", files, setup=(copy,),
+                        test_cmd="pytest -rA")
+    derived, reason = derive_lists(task, runs=1, grader=grader)
+    assert derived is None
+    assert reason.startswith("no test fails before the patch and passes after it: the tests "
+                             "import shapes:/"), reason
+    assert "installed copy shadows /testbed" in reason

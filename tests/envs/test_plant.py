@@ -161,6 +161,8 @@ def test_toml_without_a_toml_parser(tmp_path: Path) -> None:
     tables = plant._toml_pytest_tables(text)
     assert tables["tool"]["pytest"]["ini_options"] == {
         "addopts": "-ra", "testpaths": ["a", "b"], "python_files": "check_*.py"}
+    dotted = plant._toml_pytest_tables('[tool.pytest]\nini_options.testpaths = "testing"\n')
+    assert dotted == {"tool": {"pytest": {"ini_options": {"testpaths": "testing"}}}}
 
 
 def test_plant_writes_the_file_and_reports_it(tmp_path: Path) -> None:
