@@ -35,6 +35,7 @@ base: venv docker
 lint: venv shellcheck
 	$(BIN)/ruff check .
 	shellcheck $$(git ls-files '*.sh')
+	$(BIN)/python tools/lint_imports.py
 
 # the scripts that run in containers are checked too; shellcheck from Debian's packages
 shellcheck:
@@ -42,7 +43,7 @@ shellcheck:
 		|| { apt-get update -q && apt-get install -y -q shellcheck; }
 
 typecheck: venv
-	$(BIN)/mypy repogym envs tasks agents scripts
+	$(BIN)/mypy repogym envs tasks agents scripts bench tools/lint_imports.py
 
 clean-containers: venv
 	$(BIN)/repogym doctor --cleanup

@@ -6,7 +6,7 @@ import argparse
 import sys
 from typing import Any
 
-from repogym.envs.bench import SECTIONS, BenchConfig, run_bench
+from repogym.bench.run import SECTIONS, BenchConfig, run_bench
 from repogym.scripts.common import progress, table, write_json
 
 DEFAULTS = BenchConfig()

@@ -17,9 +17,9 @@ import json
 from pathlib import Path
 from typing import Any
 
-from repogym.agents.progress import make_progress
+from repogym.agents.evaluation.progress import make_progress
+from repogym.agents.evaluation.runner import EvalConfig, rerun, run_eval
 from repogym.agents.registry import agent_names
-from repogym.agents.runner import EvalConfig, rerun, run_eval
 from repogym.envs.grading.rewards import REWARDS
 from repogym.scripts.common import table, write_json
 from repogym.tasks.schema import SPLITS

@@ -12,14 +12,14 @@ import gymnasium as gym
 import pytest
 
 from repogym.agents.base import Agent, AgentError
+from repogym.agents.evaluation.predictions import eval_tests_status, load_predictions, run_report
+from repogym.agents.evaluation.report import render_html
+from repogym.agents.evaluation.runner import EvalConfig, rerun, run_eval
+from repogym.agents.evaluation.summary import failure_kind, summarize, wilson_interval
 from repogym.agents.gold import GoldAgent
 from repogym.agents.null import NullAgent
-from repogym.agents.predictions import eval_tests_status, load_predictions, run_report
 from repogym.agents.random_agent import RandomAgent
 from repogym.agents.registry import AGENTS, make_agent
-from repogym.agents.report import render_html
-from repogym.agents.runner import EvalConfig, rerun, run_eval
-from repogym.agents.summary import failure_kind, summarize, wilson_interval
 from repogym.envs.actions import parse_action
 from repogym.envs.grading.grader import GradingReport
 from repogym.envs.sandbox.base import SandboxConfig
@@ -326,7 +326,7 @@ def test_predictions_load_from_every_harness_format(tmp_path: Path) -> None:
 
 
 def test_a_file_of_several_systems_is_never_cut_to_one(tmp_path: Path) -> None:
-    from repogym.agents.predictions import _folders, systems
+    from repogym.agents.evaluation.predictions import _folders, systems
 
     preds = [{"instance_id": i, "model_patch": f"{m}-{i}", "model_name_or_path": m}
              for m in ("org/a", "b") for i in ("x", "y")]

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from repogym.agents.runner import EvalConfig, run_eval
+from repogym.agents.evaluation.runner import EvalConfig, run_eval
 from repogym.scripts.cli import main
 from repogym.tasks.schema import Task
 from repogym.tasks.suite import write_suite

@@ -50,7 +50,7 @@ def test_command_result_strips_the_tools_notes() -> None:
 @pytest.mark.slow
 def test_mini_swe_agent_resolves_demo_tasks_in_eval(fake: FakeOpenAI, tmp_path: Path) -> None:
     pytest.importorskip("minisweagent")
-    from repogym.agents.runner import EvalConfig, run_eval
+    from repogym.agents.evaluation.runner import EvalConfig, run_eval
     from repogym.agents.trajectory import convert
 
     config = EvalConfig(suite="demo", agent="harness:mini-swe-agent", task_ids=TASKS,

@@ -7,8 +7,8 @@ import re
 from pathlib import Path
 from typing import Any
 
-from repogym.agents.report import write_html
-from repogym.agents.summary import summarize
+from repogym.agents.evaluation.report import write_html
+from repogym.agents.evaluation.summary import summarize
 from repogym.envs.record import EpisodeRecorder
 
 PATCH = ("diff --git a/calc.py b/calc.py\n--- a/calc.py\n+++ b/calc.py\n@@ -1 +1 @@\n"

@@ -21,7 +21,7 @@ from reliability_support import (
     wait_until,
 )
 
-from repogym.agents.runner import EvalConfig, run_eval
+from repogym.agents.evaluation.runner import EvalConfig, run_eval
 from repogym.tasks.suite import load_suite
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]

@@ -10,7 +10,7 @@ import gymnasium as gym
 import pytest
 
 import repogym  # noqa: F401 - registers the env
-from repogym.agents.runner import EvalConfig, select_tasks
+from repogym.agents.evaluation.runner import EvalConfig, select_tasks
 from repogym.errors import TaskError
 from repogym.scripts.cli import build_parser
 from repogym.scripts.eval_cmd import config_from_args

@@ -12,7 +12,7 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from repogym.envs.bench_core import (
+from repogym.bench.core import (
     Context,
     Row,
     close_env,

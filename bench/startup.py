@@ -12,7 +12,7 @@ import sys
 import time
 from pathlib import Path
 
-from repogym.envs.bench_core import Context, Row, compare, row
+from repogym.bench.core import Context, Row, compare, row
 
 
 def repogym_argv() -> list[str]:

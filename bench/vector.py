@@ -14,7 +14,7 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
-from repogym.envs.bench_core import Context, Row, close_env, ms, row, timed, wait_for
+from repogym.bench.core import Context, Row, close_env, ms, row, timed, wait_for
 from repogym.envs.registration import ENV_ID
 from repogym.envs.sandbox import shared
 from repogym.envs.sandbox.base import LABEL_ROLE, LABEL_RUN

@@ -5,7 +5,7 @@ instance id, or JSON Lines, of ``{"instance_id", "model_patch", "model_name_or_p
 patch is graded by repogym's own :class:`~repogym.envs.grading.grader.Grader` on the task's
 image, in parallel, with the same retries and failure kinds as agent runs. A file that holds
 several systems (``model_name_or_path``) is graded system by system, each into a run folder of
-its own (see :func:`repogym.agents.runner.run_eval`). Besides the usual
+its own (see :func:`repogym.agents.evaluation.runner.run_eval`). Besides the usual
 ``results.jsonl`` / ``summary.json`` / ``report.html``, the run folder gets the harness's report
 formats: ``instance_reports.json`` (per instance, as in the harness's ``report.json``) and
 ``<model>.<run_id>.json`` (as ``make_run_report`` writes it).
@@ -19,14 +19,19 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from repogym.agents.episode import base_row, ensure_image_locked, env_failure, with_retries
+from repogym.agents.evaluation.episode import (
+    base_row,
+    ensure_image_locked,
+    env_failure,
+    with_retries,
+)
 from repogym.envs.grading.grader import Grader, GradingReport
 from repogym.envs.grading.rewards import components, reward_fn
 from repogym.errors import TaskError
 from repogym.tasks.schema import Task
 
 if TYPE_CHECKING:
-    from repogym.agents.runner import EvalConfig
+    from repogym.agents.evaluation.runner import EvalConfig
 
 PASSING = ("PASSED", "XFAIL")
 
@@ -205,7 +210,7 @@ def run_systems(config: EvalConfig, tasks: list[Task] | None, env_factory: Any,
     ``OUT/summary.json`` with every system's summary; returns that."""
     from dataclasses import replace
 
-    from repogym.agents.runner import run_eval
+    from repogym.agents.evaluation.runner import run_eval
 
     out = Path(config.out)
     names = systems(str(config.predictions))

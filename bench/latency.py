@@ -16,7 +16,7 @@ from typing import Any
 
 import gymnasium as gym
 
-from repogym.envs.bench_core import (
+from repogym.bench.core import (
     Context,
     Row,
     close_env,

@@ -35,7 +35,7 @@ from repogym.tasks.images import BuiltImage, ensure_image, image_info, image_tag
 from repogym.tasks.schema import Task
 
 if TYPE_CHECKING:
-    from repogym.agents.runner import EvalConfig
+    from repogym.agents.evaluation.runner import EvalConfig
 
 EnvFactory = Callable[["EvalConfig", list[Task], "str | None"], gym.Env]
 INFRA_ERRORS: tuple[type[BaseException], ...] = (docker.errors.DockerException, OSError)

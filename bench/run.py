@@ -29,17 +29,17 @@ import uuid
 from dataclasses import asdict, dataclass, replace
 from typing import Any
 
-from repogym.envs.bench_core import Context, Progress, Row, ms, row
-from repogym.envs.bench_cost import (
+from repogym.bench.core import Context, Progress, Row, ms, row
+from repogym.bench.cost import (
     compare_grading,
     grading_latency,
     memory_per_env,
     swebench_latency,
 )
-from repogym.envs.bench_fork import fork_latency
-from repogym.envs.bench_latency import parallel_steps, reset_latency, step_latency
-from repogym.envs.bench_startup import startup_latency
-from repogym.envs.bench_vector import vector_envs
+from repogym.bench.fork import fork_latency
+from repogym.bench.latency import parallel_steps, reset_latency, step_latency
+from repogym.bench.startup import startup_latency
+from repogym.bench.vector import vector_envs
 from repogym.envs.sandbox.client import docker_client
 from repogym.tasks.images import ensure_image
 from repogym.tasks.suite import load_suite

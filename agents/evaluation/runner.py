@@ -7,11 +7,12 @@ A run folder holds:
   before the first episode, so even a crashed run can be repeated with ``--rerun``.
 - ``results.jsonl``: one line per task, appended as tasks finish. A rerun into the same folder
   skips the tasks already there (tasks that failed for infrastructure reasons run again).
-- ``summary.json``, ``report.html``: written at the end (see :mod:`repogym.agents.summary`).
+- ``summary.json``, ``report.html``: written at the end (see
+  :mod:`repogym.agents.evaluation.summary`).
 - ``records/``: one episode record per task (see ``record_dir`` of the environment).
 
 Local runs use one thread per worker, each with its own environment and agent; ``ray=ADDRESS``
-spreads the same workers over a Ray cluster (:mod:`repogym.agents.ray_runner`).
+spreads the same workers over a Ray cluster (:mod:`repogym.agents.evaluation.ray_runner`).
 """
 
 from __future__ import annotations
@@ -28,11 +29,11 @@ from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
-from repogym.agents.episode import EnvFactory, EpisodeWorker, Worker, ensure_image_locked
-from repogym.agents.progress import Progress, Quiet
+from repogym.agents.evaluation.episode import EnvFactory, EpisodeWorker, Worker, ensure_image_locked
+from repogym.agents.evaluation.progress import Progress, Quiet
+from repogym.agents.evaluation.report import write_html
+from repogym.agents.evaluation.summary import summarize
 from repogym.agents.registry import agent_class, make_agent
-from repogym.agents.report import write_html
-from repogym.agents.summary import summarize
 from repogym.envs.grading.rewards import REWARDS
 from repogym.envs.record import versions
 from repogym.errors import RepogymError, TaskError
@@ -124,7 +125,7 @@ def run_eval(config: EvalConfig, tasks: list[Task] | None = None,
     """
     progress = progress or Quiet()
     if config.predictions and config.model is None:
-        from repogym.agents.predictions import run_systems, systems
+        from repogym.agents.evaluation.predictions import run_systems, systems
 
         if len(systems(config.predictions)) > 1:  # one run per system, in folders of their own
             return run_systems(config, tasks, env_factory, progress)
@@ -137,7 +138,7 @@ def run_eval(config: EvalConfig, tasks: list[Task] | None = None,
             or done[t.instance_id].get("error_kind") == "infrastructure"]
     make_worker = _worker_factory(config, tasks, env_factory)
     if config.predictions:
-        from repogym.agents.predictions import load_predictions
+        from repogym.agents.evaluation.predictions import load_predictions
 
         predictions = load_predictions(config.predictions, config.model)
         todo = [t for t in todo if t.instance_id in predictions]
@@ -156,7 +157,7 @@ def run_eval(config: EvalConfig, tasks: list[Task] | None = None,
 
         try:
             if config.ray:
-                from repogym.agents.ray_runner import run_on_ray
+                from repogym.agents.evaluation.ray_runner import run_on_ray
 
                 run_on_ray(config.ray, config.workers, make_worker, todo, on_result,
                            progress.message, retries=config.retries)
@@ -170,7 +171,7 @@ def run_eval(config: EvalConfig, tasks: list[Task] | None = None,
 def _worker_factory(config: EvalConfig, tasks: list[Task], env_factory: EnvFactory | None
                     ) -> Callable[[], Worker]:
     if config.predictions:
-        from repogym.agents.predictions import PredictionWorker, load_predictions
+        from repogym.agents.evaluation.predictions import PredictionWorker, load_predictions
 
         return functools.partial(PredictionWorker, config,
                                  load_predictions(config.predictions, config.model))
@@ -294,7 +295,7 @@ def finalize(out: Path, config: EvalConfig, tasks: list[Task], wall_seconds: flo
     write_config(out, config, tasks, images)
     patches: dict[str, str] = {}
     if config.predictions:
-        from repogym.agents.predictions import load_predictions, write_swebench_reports
+        from repogym.agents.evaluation.predictions import load_predictions, write_swebench_reports
 
         predictions = load_predictions(config.predictions, config.model)
         summary["model"] = config.model or next(

@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from repogym.envs.bench import BenchConfig, targets
-from repogym.envs.bench_core import Context, Row, Stat, compare, row
-from repogym.envs.bench_cost import pytest_seconds
-from repogym.envs.bench_startup import startup_latency
+from repogym.bench.core import Context, Row, Stat, compare, row
+from repogym.bench.cost import pytest_seconds
+from repogym.bench.run import BenchConfig, targets
+from repogym.bench.startup import startup_latency
 from repogym.scripts import bench
 from repogym.tasks.schema import Task
 

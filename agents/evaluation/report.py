@@ -8,8 +8,13 @@ from html import escape
 from pathlib import Path
 from typing import Any
 
-from repogym.agents.report_detail import anchor, detail_html, task_detail, write_record_pages
-from repogym.agents.summary import failure_kind
+from repogym.agents.evaluation.report_detail import (
+    anchor,
+    detail_html,
+    task_detail,
+    write_record_pages,
+)
+from repogym.agents.evaluation.summary import failure_kind
 
 GREEN, RED, GREY, BLUE = "#2e7d32", "#c62828", "#9e9e9e", "#1565c0"
 PHASES = (("reset", "#90caf9"), ("agent", "#ffb74d"), ("env", "#a5d6a7"), ("grading", "#ce93d8"))

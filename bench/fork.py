@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from repogym.envs.bench_core import (
+from repogym.bench.core import (
     Context,
     Row,
     close_env,

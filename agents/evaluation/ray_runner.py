@@ -20,7 +20,7 @@ import os
 from collections.abc import Callable
 from typing import Any
 
-from repogym.agents.episode import Failure, Worker, error_row
+from repogym.agents.evaluation.episode import Failure, Worker, error_row
 from repogym.tasks.schema import Task
 
 OnResult = Callable[[dict[str, Any]], None]
