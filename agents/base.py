@@ -28,6 +28,14 @@ class Agent(Protocol):
         """The next action, given the latest observation and info (after reset: reset's)."""
 
 
+def close_agent(agent: Agent) -> None:
+    """Lets go of what an agent holds (a harness's thread), where it has a ``close()``: the
+    protocol does not require one."""
+    close = getattr(agent, "close", None)
+    if callable(close):
+        close()
+
+
 class AgentError(Exception):
     """The agent itself failed (its model endpoint refused, its task is unknown, ...).
 

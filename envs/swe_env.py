@@ -41,13 +41,18 @@ class SWEEnv(gym.Env[str, Any]):
     ``{"name": ..., "arguments": {...}}``), a JSON string of one, or raw model text holding one
     ``<tool_call>{"name": ..., "arguments": {...}}</tool_call>`` block. Tools: ``bash``,
     ``view``, ``create``, ``str_replace``, ``insert``, ``undo_edit``, ``submit``; their
-    OpenAI function schemas are in ``info["tools"]`` after ``reset``. A malformed call never
+    OpenAI function schemas are in ``info["tools"]`` after ``reset``; ``bash`` takes an optional
+    ``timeout`` in seconds, capped by ``bash_timeout``. A malformed call never
     raises: the observation says what was wrong and how to call the tool, it counts as a step,
     and ``info["action_error"]`` holds the message.
 
     ## Observation Space
     ``AnyText`` (any ``str``). After ``reset``: the task prompt (the issue, where the repository
-    is, how to call the tools). After a step: the tool's output (head and tail when long).
+    is, how to call the tools); ``info`` holds the task's id, split, kind, repository, problem
+    statement, image and the tools' schemas. After a step: the tool's output (head and tail when
+    long). A bash command that fails ends its observation with ``[exit code N]`` (the model
+    reads only the observation); programs read ``info["exit_code"]``, ``info["timed_out"]``
+    and ``info["output"]``, the command's output without those notes, and never parse it.
 
     ## Rewards
     0.0 on every step but the last. On ``submit`` the reward comes from ``reward``:
@@ -223,6 +228,7 @@ class SWEEnv(gym.Env[str, Any]):
         self._done = False
         info: dict[str, Any] = {
             "task_id": self.task.instance_id,
+            "problem_statement": self.task.problem_statement,
             "split": self.task.split,
             "kind": self.task.kind,
             "repo": self.task.repo,
@@ -302,7 +308,8 @@ class SWEEnv(gym.Env[str, Any]):
             parsed = {"name": call.name, "arguments": call.arguments}
             result = self.toolbox.call(call)
             obs, info["action_error"] = result.output, result.error
-            info.update(tool=call.name, exit_code=result.exit_code, timed_out=result.timed_out)
+            info.update(tool=call.name, exit_code=result.exit_code, timed_out=result.timed_out,
+                        output=result.command_output)
             submitted = result.submitted and result.error is None
         except ActionError as exc:
             obs, info["action_error"], submitted = str(exc), str(exc), False
@@ -373,7 +380,8 @@ class SWEEnv(gym.Env[str, Any]):
                             parsed=parsed,
                             observation=obs, reward=reward, terminated=terminated,
                             truncated=truncated, info={k: v for k, v in info.items()
-                                                       if k not in ("grading", "patch")})
+                                                       # kept elsewhere in the record
+                                                       if k not in ("grading", "patch", "output")})
         if terminated or truncated:
             self.recorder.write(
                 "end", reward=reward, reward_components=info.get("reward_components"),

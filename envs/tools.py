@@ -36,7 +36,9 @@ class ToolResult:
 
     ``output`` is the observation text. ``exit_code`` is the shell's for bash, None for the
     other tools. ``error`` is set when the call itself was wrong. ``submitted`` is True after
-    ``submit``; ``timed_out`` when a bash command hit its time limit.
+    ``submit``; ``timed_out`` when a bash command hit its time limit. ``command_output``: for
+    bash, what the command printed, without the notes the observation adds for the model
+    (``[exit code N]``, the time-out note); None for the other tools.
     """
 
     output: str
@@ -44,6 +46,7 @@ class ToolResult:
     error: str | None = None
     submitted: bool = False
     timed_out: bool = False
+    command_output: str | None = None
 
 
 class Toolbox:
@@ -85,7 +88,7 @@ class Toolbox:
 
     def _dispatch(self, name: str, args: dict[str, Any]) -> ToolResult:
         if name == "bash":
-            return self._bash(args["command"])
+            return self._bash(args["command"], args.get("timeout"))
         if name == "submit":
             return ToolResult("Submitted.", submitted=True)
         if name == "view":
@@ -100,14 +103,20 @@ class Toolbox:
             return ToolResult(edit)
         return ToolResult(self.editor.undo_edit(args["path"]))
 
-    def _bash(self, command: str) -> ToolResult:
+    def _bash(self, command: str, timeout: float | None = None) -> ToolResult:
+        """Runs ``command`` for at most ``timeout`` seconds, never more than ``bash_timeout``.
+
+        The model reads only the observation, so a failing command says so there
+        (``[exit code N]``); programs read ``info["exit_code"]`` and ``info["output"]`` (the
+        output without the notes) instead of parsing it."""
         if not command.strip():
             raise CallError("'command' is empty; give a command line such as `ls`.")
-        result = self.sandbox.run(command, timeout=self.bash_timeout)
+        limit = self.bash_timeout if timeout is None else min(timeout, self.bash_timeout)
+        result = self.sandbox.run(command, timeout=limit)
         notes = []
         if result.timed_out:
             notes.append(
-                f"[the command timed out after {self.bash_timeout:g} s and was killed. Narrow it "
+                f"[the command timed out after {limit:g} s and was killed. Narrow it "
                 "down (fewer tests, a smaller input); processes do not outlive their command.]"
             )
         elif result.exit_code != 0:
@@ -116,9 +125,8 @@ class Toolbox:
         if notes and output and not output.endswith("\n"):
             output += "\n"
         output += "\n".join(notes)
-        return ToolResult(
-            output or "[no output]", exit_code=result.exit_code, timed_out=result.timed_out
-        )
+        return ToolResult(output or "[no output]", exit_code=result.exit_code,
+                          timed_out=result.timed_out, command_output=result.output)
 
 
 def _normalize(call: ToolCall) -> tuple[str, dict[str, Any]]:

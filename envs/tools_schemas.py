@@ -43,7 +43,10 @@ TOOL_SCHEMAS: list[dict] = [
         "working folder and exported variables persist between calls. Each call has a time limit "
         "and its output is capped (head and tail are kept). stdin is closed, so do not start "
         "interactive programs (editors, pagers, REPLs); background processes end with the call.",
-        {"command": {"type": "string", "description": "The command line to run."}},
+        {"command": {"type": "string", "description": "The command line to run."},
+         "timeout": {"type": "number",
+                     "description": "Optional time limit in seconds for this call; the "
+                     "environment's limit applies when it is absent or higher."}},
         ["command"],
     ),
     _schema(
@@ -173,6 +176,9 @@ def _check_value(tool: str, arg: str, spec: dict, value: Any) -> Any:
         return value
     if kind == "integer" and (n := _as_int(value)) is not None:
         return n
+    if kind == "number" and isinstance(value, (int, float)) and not isinstance(value, bool) \
+            and value > 0:
+        return float(value)
     if kind == "array" and isinstance(value, (list, tuple)) and len(value) == spec["maxItems"]:
         items = [_as_int(v) for v in value]
         if all(i is not None for i in items):
@@ -198,4 +204,5 @@ def _as_int(value: Any) -> int | None:
 def _describe(spec: dict) -> str:
     if spec["type"] == "array":
         return f"a list of {spec['maxItems']} integers, e.g. [1, 40]"
-    return {"string": "a string", "integer": "an integer"}[spec["type"]]
+    return {"string": "a string", "integer": "an integer",
+            "number": "a positive number"}[spec["type"]]

@@ -29,6 +29,12 @@ def run(args: argparse.Namespace) -> int:
         if kind == "reset":
             task, image = event["task_id"], event.get("image")
             print(f"=== {task} (task {event.get('task_hash')}, image {image})")
+            fork = event.get("fork")
+            if fork:  # a branch: its first steps are the original episode's, copied
+                print(f"fork: from snapshot {fork.get('snapshot')} at step {fork.get('step')} "
+                      f"of {fork.get('parent_record') or 'an unrecorded episode'}"
+                      + (f" (itself a branch of {fork['parent_snapshot']})"
+                         if fork.get("parent_snapshot") else ""))
             print(_cut(event["observation"], args.width))
         elif kind == "step":
             parsed = event.get("parsed") or {}

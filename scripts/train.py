@@ -55,9 +55,13 @@ def run_train(args: argparse.Namespace) -> int:
     config = config_from_args(args)  # a bad value raises ValueError: the command line says
     from repogym.agents.ppo.ppo import train
 
-    print(f"repogym train: {config.updates} updates of {config.episodes_per_update} episodes "
-          f"on {config.env_id}, model {config.model}, run folder {config.out}", flush=True)
-    result = train(config, on_update=lambda m: print(_summary_line(m), flush=True))
+    def started() -> None:  # once the model loaded and the environments exist
+        print(f"repogym train: {config.updates} updates of {config.episodes_per_update} "
+              f"episodes on {config.env_id}, model {config.model}, run folder {config.out}",
+              flush=True)
+
+    result = train(config, on_update=lambda m: print(_summary_line(m), flush=True),
+                   on_start=started)
     summary = {
         "run_dir": str(result.run_dir),
         "updates": len(result.metrics),

@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 import docker.errors
 import gymnasium as gym
 
+from repogym.agents.base import close_agent
 from repogym.agents.registry import make_agent
 from repogym.errors import ActionError, RepogymError, TaskError
 from repogym.tasks.images import BuiltImage, ensure_image, image_info, image_tag
@@ -155,11 +156,15 @@ class EpisodeWorker:
                    image_id=self._image_id(info.get("image")))
         self._call_agent(t, self.agent.reset, obs, info)
         done, reward = False, 0.0
-        while not done:
-            action = self._call_agent(t, self.agent.act, obs, info)
-            obs, reward, terminated, truncated, info = self._call_env(t, "env", env.step, action)
-            done = terminated or truncated
-            row["steps"] += 1
+        try:
+            while not done:
+                action = self._call_agent(t, self.agent.act, obs, info)
+                obs, reward, terminated, truncated, info = self._call_env(t, "env", env.step,
+                                                                          action)
+                done = terminated or truncated
+                row["steps"] += 1
+        finally:  # a harness still waiting on its command's result ends with the episode
+            self._call_agent(t, close_agent, self.agent)
         t["grading"] = float((info.get("grading") or {}).get("total_seconds") or 0.0)
         t["env"] = max(0.0, t["env"] - t["grading"])
         t["total"] = time.monotonic() - start
@@ -219,4 +224,5 @@ class EpisodeWorker:
                 pass
 
     def close(self) -> None:
+        close_agent(self.agent)
         self._drop_env()

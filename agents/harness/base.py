@@ -19,7 +19,6 @@ Two ways to drive one:
 from __future__ import annotations
 
 import queue
-import re
 import threading
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -28,9 +27,6 @@ import gymnasium as gym
 
 from repogym.agents.base import SUBMIT, Action, AgentError
 
-# the bash tool appends these notes to the command's output; the exit code comes back apart
-_EXIT_NOTE = re.compile(r"\n?\[exit code -?\d+\]\Z")
-_TIMEOUT_NOTE = re.compile(r"\n?\[the command timed out after [^\]]*\]\Z")
 REPO_DIFF = "git add -A >/dev/null 2>&1; git -c core.pager=cat diff --cached HEAD"
 
 
@@ -46,8 +42,9 @@ class CommandResult:
 class Shell(Protocol):
     """The episode's sandbox as a harness sees it."""
 
-    def run(self, command: str) -> CommandResult:
-        """Runs ``command`` in the episode's persistent shell (time and output limited)."""
+    def run(self, command: str, timeout: float | None = None) -> CommandResult:
+        """Runs ``command`` in the episode's persistent shell, its output capped, for at most
+        ``timeout`` seconds (never more than the environment's ``bash_timeout``)."""
         ...
 
     def diff(self) -> str:
@@ -56,15 +53,17 @@ class Shell(Protocol):
 
 
 def command_result(obs: str, info: dict[str, Any]) -> CommandResult:
-    """A bash step's observation and info as a command result."""
-    if info.get("action_error"):
+    """A bash step as a command result: the command's own output (``info["output"]``, without
+    the notes the observation adds for the model), its exit code and whether it timed out."""
+    if info.get("action_error") or info.get("output") is None:
         return CommandResult(str(obs), -1)
-    timed_out = bool(info.get("timed_out"))
     code = info.get("exit_code")
-    output = _TIMEOUT_NOTE.sub("", obs) if timed_out else _EXIT_NOTE.sub("", obs)
-    if output == "[no output]":
-        output = ""
-    return CommandResult(output, int(code) if code is not None else -1, timed_out)
+    return CommandResult(str(info["output"]), int(code) if code is not None else -1,
+                         bool(info.get("timed_out")))
+
+
+def bash_action(command: str, timeout: float | None) -> dict[str, Any]:
+    return {"tool": "bash", "command": command, **({"timeout": timeout} if timeout else {})}
 
 
 class EpisodeOver(Exception):  # noqa: N818 - a signal to the harness, not an error of it
@@ -78,11 +77,10 @@ class EnvShell:
         self.env = env
         self.done = False
 
-    def run(self, command: str) -> CommandResult:
+    def run(self, command: str, timeout: float | None = None) -> CommandResult:
         if self.done:
             raise EpisodeOver("the episode is over")
-        obs, _reward, terminated, truncated, info = self.env.step(
-            {"tool": "bash", "command": command})
+        obs, _reward, terminated, truncated, info = self.env.step(bash_action(command, timeout))
         self.done = bool(terminated or truncated)
         return command_result(str(obs), info)
 
@@ -108,7 +106,7 @@ class HarnessAgent:
         self.tasks = tasks or {}
         self.stop_reason: str | None = None
         self._thread: threading.Thread | None = None
-        self._commands: queue.Queue[str | None] = queue.Queue()
+        self._commands: queue.Queue[tuple[str, float | None] | None] = queue.Queue()
         self._results: queue.Queue[tuple[str, dict[str, Any]] | None] = queue.Queue()
         self._error: BaseException | None = None
         self._waiting = False
@@ -135,7 +133,7 @@ class HarnessAgent:
             self.stop_reason = self.stop_reason or "harness finished"
             return dict(SUBMIT)
         self._waiting = True
-        return {"tool": "bash", "command": command}
+        return bash_action(*command)
 
     def close(self) -> None:
         """Ends a harness still waiting on a command (the episode ended without it)."""
@@ -159,8 +157,8 @@ class _BridgeShell:
     def __init__(self, agent: HarnessAgent) -> None:
         self.agent = agent
 
-    def run(self, command: str) -> CommandResult:
-        self.agent._commands.put(command)
+    def run(self, command: str, timeout: float | None = None) -> CommandResult:
+        self.agent._commands.put((command, timeout))
         result = self.agent._results.get()
         if result is None:
             raise EpisodeOver("the episode ended while the harness was running")

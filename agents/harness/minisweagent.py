@@ -49,9 +49,8 @@ class RepogymEnvironment:
     """mini-swe-agent's ``Environment`` over a repogym :class:`Shell`.
 
     mini-swe-agent runs each command in a fresh subshell of ``cwd``; so does this (``cd`` first),
-    though exported variables persist in repogym's shell. The time limit per command is the
-    environment's ``bash_timeout``: a per-call ``timeout`` cannot be passed through the
-    environment's step, and is ignored.
+    though exported variables persist in repogym's shell. A per-call ``timeout`` is passed on
+    (the environment's ``bash_timeout`` caps it).
     """
 
     def __init__(self, shell: Shell, cwd: str = WORKDIR) -> None:
@@ -67,7 +66,8 @@ class RepogymEnvironment:
                 ) -> dict[str, Any]:
         command = str(action.get("command", ""))
         where = cwd or self.config.cwd
-        result = self.shell.run(f"cd {shlex.quote(where)} && {command}" if where else command)
+        result = self.shell.run(f"cd {shlex.quote(where)} && {command}" if where else command,
+                                timeout)
         output: dict[str, Any] = {"output": result.output, "returncode": result.exit_code,
                                   "exception_info": ""}
         if result.timed_out:

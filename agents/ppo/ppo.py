@@ -364,8 +364,10 @@ def episode_jobs(config: TrainConfig, update: int) -> list[EpisodeJob]:
 
 
 def train(config: TrainConfig,
-          on_update: Callable[[dict[str, Any]], None] | None = None) -> TrainResult:
-    """Runs the configured updates; `on_update` sees each update's metrics (for progress)."""
+          on_update: Callable[[dict[str, Any]], None] | None = None,
+          on_start: Callable[[], None] | None = None) -> TrainResult:
+    """Runs the configured updates; `on_start` is called once the set-up is done (a bad model
+    or environment raises before it), `on_update` sees each update's metrics (for progress)."""
     run_dir = Path(config.out)
     device = resolve_device(config.device)
     random.seed(config.seed)
@@ -393,6 +395,8 @@ def train(config: TrainConfig,
             logger.write_json("cluster.json", fleet.workers())  # which node and engine is which
         for _ in range(config.num_envs if fleet is None else 0):  # one by one, so a failure
             envs.append(make_env(config, run_dir))                # closes those made
+        if on_start is not None:
+            on_start()
         for update in range(start, config.updates):
             # ---- 1. rollouts ----------------------------------------------------------------
             jobs = episode_jobs(config, update)

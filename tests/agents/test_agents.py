@@ -365,3 +365,34 @@ def test_tests_status_counts_only_explicit_passes() -> None:
     assert status["PASS_TO_PASS"] == {"success": ["t::p"], "failure": ["t::q"]}
     report.valid = False
     assert eval_tests_status(report)["FAIL_TO_PASS"]["success"] == []
+
+
+class ClosingAgent:
+    """Submits at once; counts its close() calls."""
+
+    closed = 0
+
+    def reset(self, obs: str, info: dict[str, Any]) -> None:
+        pass
+
+    def act(self, obs: str, info: dict[str, Any]) -> dict[str, Any]:
+        return {"tool": "submit"}
+
+    def close(self) -> None:
+        ClosingAgent.closed += 1
+
+
+def test_the_episode_worker_closes_its_agent(calc_tasks: list[Task], tmp_path: Path) -> None:
+    from repogym.agents.evaluation.episode import EpisodeWorker
+
+    config = EvalConfig(suite="unused", agent=f"{__name__}:ClosingAgent", out=str(tmp_path))
+
+    def fake_env(config: EvalConfig, tasks: list[Task], model: str | None = None) -> Any:
+        return gym.make("repogym/SWE-v0", tasks=tasks, sandbox="fake")
+
+    ClosingAgent.closed = 0
+    worker = EpisodeWorker(config, calc_tasks[:1], env_factory=fake_env)
+    row = worker.run(calc_tasks[0])
+    assert row["steps"] == 1 and ClosingAgent.closed == 1  # after its episode
+    worker.close()
+    assert ClosingAgent.closed == 2  # and when the worker ends

@@ -37,11 +37,12 @@ def fake() -> Iterator[FakeOpenAI]:
     httpd.server_close()
 
 
-def test_command_result_strips_the_tools_notes() -> None:
-    assert command_result("boom\n[exit code 2]", {"exit_code": 2}).output == "boom"
-    assert command_result("[no output]", {"exit_code": 0}).output == ""
+def test_command_result_reads_the_output_without_the_tools_notes() -> None:
+    result = command_result("boom\n[exit code 2]", {"exit_code": 2, "output": "boom\n"})
+    assert (result.output, result.exit_code) == ("boom\n", 2)
+    assert command_result("[no output]", {"exit_code": 0, "output": ""}).output == ""
     result = command_result("x\n[the command timed out after 5 s and was killed.]",
-                            {"exit_code": 124, "timed_out": True})
+                            {"exit_code": 124, "timed_out": True, "output": "x"})
     assert (result.output, result.timed_out) == ("x", True)
     assert command_result("Error: ...", {"action_error": "bad"}).exit_code == -1
 

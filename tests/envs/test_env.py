@@ -57,6 +57,7 @@ def test_episode_fix_and_submit(toy_task: Task, sandbox: str, tmp_path: Path) ->
     assert workdir == "/testbed" or sandbox == "fake"
     assert obs.count("Tools:") == 1 and obs.count("undo_edit") == 1  # named once
     assert info["task_id"] == toy_task.instance_id and info["split"] == "eval"
+    assert info["problem_statement"] == toy_task.problem_statement
     assert {t["function"]["name"] for t in info["tools"]} >= {
         "bash",
         "view",
@@ -150,6 +151,22 @@ def test_tools_leave_the_agents_shell_alone(toy_task: Task, toy_image: str) -> N
     env.step({"tool": "view", "path": "/testbed/calc/__init__.py"})
     obs, *_ = env.step({"tool": "bash", "command": "pwd; echo $KEEP; command -v python"})
     assert obs.split() == ["/testbed/calc", "1", "/opt/venv/bin/python"]
+    env.close()
+
+
+def test_bash_output_exit_code_and_per_call_timeout(toy_task: Task, sandbox: str) -> None:
+    env = gym.make("repogym/SWE-v0", tasks=[toy_task], sandbox=sandbox, bash_timeout=2)
+    env.reset(seed=0)
+    obs, _, _, _, info = env.step({"tool": "bash", "command": "echo hi; exit 3"})
+    # the model reads the note; programs read the output and the code apart
+    assert obs == "hi\n[exit code 3]" and info["output"] == "hi\n" and info["exit_code"] == 3
+    obs, _, _, _, info = env.step({"tool": "bash", "command": "sleep 5", "timeout": 0.5})
+    assert info["timed_out"] and "timed out after 0.5 s" in obs
+    assert "timed out" not in info["output"]
+    obs, _, _, _, info = env.step({"tool": "bash", "command": "sleep 5", "timeout": 60})
+    assert info["timed_out"] and "timed out after 2 s" in obs  # capped by bash_timeout
+    obs, _, _, _, info = env.step({"tool": "bash", "command": "true", "timeout": -1})
+    assert "positive number" in info["action_error"]
     env.close()
 
 

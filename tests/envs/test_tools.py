@@ -116,12 +116,12 @@ def test_bash_timeout(sandbox: FakeSandbox) -> None:
 
 def test_bash_argument_errors(box: Toolbox) -> None:
     assert "must be a string" in failed(box, "bash", command=["ls"]).output
-    assert "Usage: bash(command: string)" in failed(box, "bash", command=["ls"]).output
+    assert "Usage: bash(command: string, timeout?: number)" in failed(
+        box, "bash", command=["ls"]).output
     assert "missing the required argument(s) ['command']" in failed(box, "bash").output
     assert "empty" in failed(box, "bash", command="   ").output
-    assert (
-        "unexpected argument(s) ['timeout']" in failed(box, "bash", command="ls", timeout=5).error
-    )
+    assert "unexpected argument(s) ['cwd']" in failed(box, "bash", command="ls", cwd="/").error
+    assert "must be a positive number" in failed(box, "bash", command="ls", timeout="5").error
 
 
 # -- view ---------------------------------------------------------------------------------------

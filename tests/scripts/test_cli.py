@@ -161,3 +161,18 @@ def test_the_console_script_prints_no_traceback(tmp_path: Path) -> None:
                           capture_output=True, text=True, timeout=120)
     assert done.returncode == 2 and done.stdout == ""
     assert done.stderr.startswith("repogym: error: ") and "Traceback" not in done.stderr
+
+
+def test_show_names_the_episode_a_branch_forked_from(capsys: pytest.CaptureFixture[str],
+                                                     tmp_path: Path) -> None:
+    from repogym.envs.record import EpisodeRecorder
+
+    recorder = EpisodeRecorder(tmp_path, "toy__calc-1", 1, "run")
+    recorder.write("reset", task_id="toy__calc-1", task_hash="h", observation="Fix it.",
+                   image="repogym/repo:x", fork={"snapshot": "s1", "step": 3,
+                                                 "parent_record": "a.jsonl",
+                                                 "parent_snapshot": None})
+    recorder.close()
+    assert main(["show", str(recorder.path)]) == 0
+    out = capsys.readouterr().out
+    assert "fork: from snapshot s1 at step 3 of a.jsonl\n" in out
