@@ -37,6 +37,7 @@ import urllib.request
 from dataclasses import dataclass, field
 from typing import Any
 
+from repogym import settings
 from repogym.agents.base import SUBMIT, Action, AgentError
 
 SYSTEM_PROMPT = (
@@ -54,7 +55,7 @@ class LLMConfig:
 
     base_url: str = field(default_factory=lambda: os.environ.get(
         "OPENAI_BASE_URL", "https://api.openai.com/v1"))
-    model: str = field(default_factory=lambda: os.environ.get("REPOGYM_LLM_MODEL", ""))
+    model: str = field(default_factory=settings.LLM_MODEL.get)
     api_key: str = field(default_factory=lambda: os.environ.get("OPENAI_API_KEY", ""))
     max_steps: int = 30  # model calls per episode; then the agent submits
     max_tokens: int = 4096  # per reply

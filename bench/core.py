@@ -12,9 +12,8 @@ import gymnasium as gym
 
 from repogym.envs.registration import ENV_ID
 from repogym.errors import RepogymError
+from repogym.progress import Progress
 from repogym.tasks.schema import Task
-
-Progress = Callable[[str], None]
 
 
 @dataclass(frozen=True)

@@ -29,7 +29,7 @@ import uuid
 from dataclasses import asdict, dataclass, replace
 from typing import Any
 
-from repogym.bench.core import Context, Progress, Row, ms, row
+from repogym.bench.core import Context, Row, ms, row
 from repogym.bench.cost import (
     compare_grading,
     grading_latency,
@@ -41,6 +41,7 @@ from repogym.bench.latency import parallel_steps, reset_latency, step_latency
 from repogym.bench.startup import startup_latency
 from repogym.bench.vector import vector_envs
 from repogym.envs.sandbox.client import docker_client
+from repogym.progress import Progress
 from repogym.tasks.images import ensure_image
 from repogym.tasks.suite import load_suite
 

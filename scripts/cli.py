@@ -13,6 +13,7 @@ import os
 import sys
 from collections.abc import Callable
 
+from repogym import settings
 from repogym.version import __version__
 
 # command name -> (module with add_parser(subparsers), one line for `repogym --help`)
@@ -31,7 +32,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "serve": ("repogym.scripts.serve_cmd", "serve the environment over OpenEnv's protocol"),
 }
 
-DEBUG_VAR = "REPOGYM_DEBUG"  # set to 1 to see the traceback of an unexpected error
+DEBUG_VAR = settings.DEBUG.name  # set to 1 to see the traceback of an unexpected error
 
 
 def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
@@ -123,7 +124,7 @@ def report_error(exc: BaseException) -> int:
         message = (f"unexpected {type(exc).__name__}: {exc} (a bug in repogym; "
                    f"{DEBUG_VAR}=1 shows the traceback)")
     print(f"repogym: error: {message}", file=sys.stderr)
-    if os.environ.get(DEBUG_VAR):
+    if settings.DEBUG.get():
         import traceback
 
         traceback.print_exception(exc)

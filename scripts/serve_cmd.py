@@ -9,8 +9,8 @@ Clients connect with OpenEnv's client to http://repogym:TOKEN@HOST:PORT (or send
 from __future__ import annotations
 
 import argparse
-import os
 
+from repogym import settings
 from repogym.scripts.common import progress
 
 
@@ -47,7 +47,7 @@ def run(args: argparse.Namespace) -> int:
     if args.host not in ("127.0.0.1", "localhost", "::1") and not args.allow_remote:
         raise SystemExit(f"repogym serve: --host {args.host} exposes the server beyond this "
                          "machine; add --allow-remote to mean it")
-    token = args.token or os.environ.get("REPOGYM_TOKEN", "")
+    token = args.token or settings.TOKEN.get()
     config = ServeConfig(suite=args.suite, split=args.split, token=token,
                          max_sessions=args.max_sessions, idle_timeout=args.idle_timeout,
                          env_kwargs={"max_steps": args.max_steps, "reward": args.reward})

@@ -15,7 +15,7 @@ import io
 import tarfile
 import time
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -24,10 +24,10 @@ import docker.errors
 from repogym.envs.sandbox.client import UNREACHABLE, docker_client
 from repogym.envs.sandbox.owners import owner_labels
 from repogym.errors import DockerUnavailable, ImageBuildError
+from repogym.progress import Progress
 
 BUILD_DIR = "/run/repogym-build"  # build-only files; the script removes it before exiting
 LABEL_BUILD = "org.repogym.role"
-Progress = Callable[[str], None]
 
 
 @dataclass(frozen=True)

@@ -29,16 +29,17 @@ import os
 import tarfile
 import tempfile
 import time
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import docker.errors
 
+from repogym import settings
 from repogym.envs.sandbox.client import docker_client
 from repogym.envs.sandbox.engines import copy_image
 from repogym.errors import ImageBuildError, SetupFailed, SetupIncomplete
+from repogym.progress import Progress
 from repogym.tasks import installed
 from repogym.tasks.build import BUILD_DIR, Layer, build_layer
 from repogym.tasks.repo import export_tree, snapshot
@@ -65,8 +66,6 @@ TOOLCHAIN: dict[str, tuple[str, ...]] = {
 BASE_ENV = (f"PATH={VENV}/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
             f"VIRTUAL_ENV={VENV}", "LANG=C.UTF-8", "PYTHONDONTWRITEBYTECODE=1",
             "PIP_DISABLE_PIP_VERSION_CHECK=1")
-BUILD_TIMEOUT = float(os.environ.get("REPOGYM_BUILD_TIMEOUT", "3600"))
-Progress = Callable[[str], None]
 
 
 @dataclass(frozen=True)
@@ -78,7 +77,7 @@ class BuiltImage:
 
 
 def ca_bundle() -> bytes:
-    path = os.environ.get("REPOGYM_CA_BUNDLE")
+    path = settings.CA_BUNDLE.get()
     if not path:
         return b""
     try:
@@ -142,7 +141,7 @@ def _tail(log: str, n: int = 30) -> str:
 
 def _root_name(python: str) -> str:
     """The root image's name as configured (REPOGYM_BASE_IMAGE) or built here."""
-    configured = os.environ.get("REPOGYM_BASE_IMAGE", "").format(python=python)
+    configured = settings.BASE_IMAGE.get().format(python=python)
     if configured:
         return configured
     suite = PYTHON_SUITES.get(python)
@@ -170,7 +169,7 @@ def ensure_base(python: str = "3.11", progress: Progress = print) -> BuiltImage:
     progress(f"building {tag} from {root}")
     run = build_layer(Layer(image=root, tag=tag, script=_base_script(python),
                             files=_build_files(), labels={LABEL_USER: USER}, env=BASE_ENV,
-                            workdir=WORKDIR, timeout=BUILD_TIMEOUT), progress)
+                            workdir=WORKDIR, timeout=settings.BUILD_TIMEOUT.number()), progress)
     if run.exit_code != 0:
         raise ImageBuildError(
             f"building {tag} failed (exit {run.exit_code}) at {_failed_phase(run.log)!r}; "
@@ -195,7 +194,7 @@ def measure_base(python: str, progress: Progress = print) -> dict[str, Any]:
         built = time.monotonic()
         run = build_layer(Layer(image=root, tag=base, script=_base_script(python),
                                 files=_build_files(), labels={LABEL_USER: USER}, env=BASE_ENV,
-                                workdir=WORKDIR, timeout=BUILD_TIMEOUT), progress)
+                                workdir=WORKDIR, timeout=settings.BUILD_TIMEOUT.number()), progress)
         if run.exit_code != 0:
             raise ImageBuildError(f"building the base failed at {_failed_phase(run.log)!r}:\n"
                                   f"{_tail(run.log)}")
@@ -212,11 +211,11 @@ def measure_base(python: str, progress: Progress = print) -> dict[str, Any]:
 
 
 def _root_image(client: Any, python: str, progress: Progress) -> str:
-    configured = os.environ.get("REPOGYM_BASE_IMAGE", "").format(python=python)
+    configured = settings.BASE_IMAGE.get().format(python=python)
     if configured:
         if _has_image(client, configured):
             return configured
-        if os.environ.get("REPOGYM_PULL") == "1":
+        if settings.PULL.is_on():
             try:
                 client.images.pull(configured)
                 return configured
@@ -329,7 +328,7 @@ def ensure_image(task: Task, progress: Progress = print) -> BuiltImage:
         run = build_layer(Layer(
             image=root, tag=tag, script=_repo_script(task.environment), files=files,
             archives=(("/", _tar_folder(tree, WORKDIR.lstrip("/"))),), labels=labels,
-            workdir=WORKDIR, timeout=BUILD_TIMEOUT), progress)
+            workdir=WORKDIR, timeout=settings.BUILD_TIMEOUT.number()), progress)
     if run.exit_code != 0:
         _raise_for(tag, run.exit_code, run.log)
     return BuiltImage(tag, commit, False, time.monotonic() - start)

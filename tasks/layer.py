@@ -25,6 +25,7 @@ import docker.errors
 
 from repogym.envs.sandbox.client import docker_client
 from repogym.errors import ImageBuildError
+from repogym.progress import Progress
 from repogym.tasks import images
 from repogym.tasks.repo import SNAPSHOT_ENV
 from repogym.tasks.schema import Task
@@ -60,7 +61,7 @@ def layered_tag(image_id: str, task: Task) -> str:
     return f"repogym/layer:{slug or 'repo'}-{digest}"
 
 
-def ensure_layered(task: Task, progress: images.Progress = print) -> images.BuiltImage | None:
+def ensure_layered(task: Task, progress: Progress = print) -> images.BuiltImage | None:
     """The layered image of ``task``, or None when its ``environment.image`` does not hold the
     repository at the base commit (the image is then a plain starting point)."""
     name = task.environment.image

@@ -14,10 +14,11 @@ import os
 import shutil
 import subprocess
 import tempfile
-from collections.abc import Callable
 from pathlib import Path
 
+from repogym import settings
 from repogym.errors import ImageBuildError
+from repogym.progress import Progress
 
 ROOTFS_RECIPE = "2"
 COMMON_PACKAGES = ("python3", "python3-venv", "git", "ca-certificates", "procps")
@@ -26,7 +27,6 @@ STDLIB_SPLITS = {"bullseye": ("python3-distutils", "python3-lib2to3"),
                  "bookworm": ("python3-distutils", "python3-lib2to3")}
 JUNK = ("usr/share/doc", "usr/share/man", "usr/share/info", "var/cache/apt",
         "var/lib/apt/lists", "usr/share/locale")
-Progress = Callable[[str], None]
 
 
 def packages(suite: str) -> tuple[str, ...]:
@@ -50,7 +50,7 @@ def debootstrap(suite: str, tag: str, progress: Progress = print) -> None:
         rootfs = Path(tmp) / "rootfs"
         cmd = ["debootstrap", "--variant=minbase", f"--include={','.join(packages(suite))}",
                suite, str(rootfs)]
-        mirror = os.environ.get("REPOGYM_DEBIAN_MIRROR")
+        mirror = settings.DEBIAN_MIRROR.get()
         if mirror:
             cmd.append(mirror)
         proc = subprocess.run(cmd, capture_output=True, text=True)

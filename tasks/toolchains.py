@@ -24,20 +24,20 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 
+from repogym import settings
 from repogym.envs.sandbox.client import docker_client
 from repogym.errors import ImageBuildError
+from repogym.progress import Progress
 from repogym.tasks import runner_files
 from repogym.tasks.build import BUILD_DIR, Layer, build_layer
 from repogym.tasks.images import (
     BASE_ENV,
-    BUILD_TIMEOUT,
     LABEL_USER,
     PREAMBLE,
     RECIPE_VERSION,
     USER,
     WORKDIR,
     BuiltImage,
-    Progress,
     _build_files,
     _digest,
     _has_image,
@@ -131,7 +131,8 @@ def ensure_toolchain(language: str, progress: Progress = print) -> BuiltImage:
     files = {**_build_files(), **{f"/opt/{name}": data
                                   for name, data in runner_files.context().items()}}
     run = build_layer(Layer(image=base, tag=tag, script=script(chain), files=files,
-                            labels={LABEL_USER: USER}, workdir=WORKDIR, timeout=BUILD_TIMEOUT,
+                            labels={LABEL_USER: USER}, workdir=WORKDIR,
+                            timeout=settings.BUILD_TIMEOUT.number(),
                             env=tuple(f"{k}={v}" for k, v in chain.env)), progress)
     if run.exit_code != 0:
         raise ImageBuildError(f"building {tag} failed (exit {run.exit_code}); its output "

@@ -8,15 +8,12 @@ from __future__ import annotations
 
 import re
 from collections import Counter
-from collections.abc import Callable
 from dataclasses import dataclass
 
 from repogym.envs.grading.grader import Grader, GraderConfig, GradingReport
 from repogym.errors import RepogymError, SetupFailed
 from repogym.tasks.images import ensure_image
 from repogym.tasks.schema import Task
-
-Progress = Callable[[str], None]
 
 
 @dataclass(frozen=True)

@@ -1,4 +1,6 @@
-"""Progress of an eval run: a rich bar on a terminal, plain lines anywhere else (logs, CI)."""
+"""How an eval run shows its progress: a rich bar on a terminal, plain lines anywhere else
+(logs, CI). A :class:`Reporter` takes the run's results as well as its lines; its ``message``
+is a :data:`repogym.progress.Progress`."""
 
 from __future__ import annotations
 
@@ -7,7 +9,7 @@ import time
 from typing import Any, Protocol
 
 
-class Progress(Protocol):
+class Reporter(Protocol):
     def start(self, total: int, skipped: int) -> None: ...
 
     def message(self, text: str) -> None: ...
@@ -100,7 +102,7 @@ class RichBar(PlainLines):
         self.bar.stop()
 
 
-def make_progress(quiet: bool = False) -> Progress:
+def make_progress(quiet: bool = False) -> Reporter:
     """A rich bar when rich is installed and standard error is a terminal, else plain lines."""
     if quiet:
         return Quiet()

@@ -21,6 +21,7 @@ from collections.abc import Callable
 from typing import Any
 
 from repogym.agents.evaluation.episode import Failure, Worker, error_row
+from repogym.progress import Progress
 from repogym.tasks.schema import Task
 
 OnResult = Callable[[dict[str, Any]], None]
@@ -60,7 +61,7 @@ def connect(address: str, workers: int | None) -> bool:
     return True
 
 
-def slots(workers: int | None, n_tasks: int, message: Callable[[str], None]) -> int:
+def slots(workers: int | None, n_tasks: int, message: Progress) -> int:
     """Actors to start: ``workers`` (default: every CPU slot), never more than the cluster's
     CPU slots, nor its ``docker`` slots when it has some (the extra actors would only wait), nor
     than there are tasks."""
@@ -77,7 +78,7 @@ def slots(workers: int | None, n_tasks: int, message: Callable[[str], None]) -> 
 
 def run_on_ray(address: str, workers: int | None, make_worker: Callable[[], Worker],
                tasks: list[Task], on_result: OnResult,
-               message: Callable[[str], None] = print, retries: int = 1) -> None:
+               message: Progress = print, retries: int = 1) -> None:
     """Runs every task on Ray, calling ``on_result`` on the driver as each one finishes.
 
     An actor that dies (its node lost, its process killed) is replaced, and its task runs

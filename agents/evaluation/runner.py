@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from repogym.agents.evaluation.episode import EnvFactory, EpisodeWorker, Worker, ensure_image_locked
-from repogym.agents.evaluation.progress import Progress, Quiet
+from repogym.agents.evaluation.progress import Quiet, Reporter
 from repogym.agents.evaluation.report import write_html
 from repogym.agents.evaluation.summary import summarize
 from repogym.agents.registry import agent_class, make_agent
@@ -116,7 +116,7 @@ def _secret(name: str) -> bool:
 
 
 def run_eval(config: EvalConfig, tasks: list[Task] | None = None,
-             env_factory: EnvFactory | None = None, progress: Progress | None = None
+             env_factory: EnvFactory | None = None, progress: Reporter | None = None
              ) -> dict[str, Any]:
     """Runs (or resumes) ``config``; returns the summary also written to ``summary.json``.
 
@@ -204,7 +204,7 @@ def run_threads(workers: int, make_worker: Callable[[], Worker], tasks: list[Tas
             worker.close()
 
 
-def prebuild(tasks: list[Task], progress: Progress) -> None:
+def prebuild(tasks: list[Task], progress: Reporter) -> None:
     """Builds each image once before the episodes start, so the first episodes do not wait on
     each other. A failure here is not fatal: the episode fails again, is retried and reported."""
     seen: set[str] = set()
@@ -320,7 +320,7 @@ def _write_lines(path: Path, rows: list[dict[str, Any]]) -> None:
     os.replace(tmp, path)
 
 
-def rerun(run_dir: str | Path, out: str | None = None, progress: Progress | None = None,
+def rerun(run_dir: str | Path, out: str | None = None, progress: Reporter | None = None,
           env_factory: EnvFactory | None = None) -> dict[str, Any]:
     """Repeats the run recorded in ``run_dir/config.json`` into ``out`` (default: a new folder
     next to it). Warns when a task changed since."""

@@ -33,6 +33,7 @@ from typing import Any
 
 import gymnasium as gym
 
+from repogym import settings
 from repogym.agents.harness.base import CommandResult, EnvShell, HarnessAgent, Shell
 
 # mini-swe-agent prints a banner and litellm fetches a price list at import: neither is wanted
@@ -151,7 +152,7 @@ class MiniSweAgentHarness:
                  config: str = "swebench.yaml", step_limit: int | None = None,
                  token_ids: bool = False, timeout: float = 600.0, record_dir: str = "",
                  tasks: dict[str, Any] | None = None) -> None:
-        model = model or os.environ.get("REPOGYM_LLM_MODEL", "")
+        model = model or settings.LLM_MODEL.get()
         base_url = base_url or os.environ.get("OPENAI_BASE_URL", "")
         if not model or not base_url:
             raise ValueError("harness:mini-swe-agent needs --agent-option model=NAME and "
@@ -206,7 +207,7 @@ def shared_gateway(upstream: str, record_dir: str, timeout: float, token_ids: bo
 
 
 def _default_dir() -> str:
-    return str(Path(os.environ.get("REPOGYM_CALLS_DIR", "runs/calls")).resolve())
+    return str(Path(settings.CALLS_DIR.get()).resolve())
 
 
 __all__ = ["CommandResult", "MiniSweAgentHarness", "RepogymEnvironment", "play",

@@ -29,6 +29,7 @@ from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import Any
 
+from repogym import settings
 from repogym.envs.cluster.worker import EnvWorker, Outcome, remove_worker_containers
 from repogym.envs.sandbox import engines
 from repogym.errors import DockerUnavailable, RepogymError
@@ -151,9 +152,10 @@ class Fleet:
         index = len(self._workers)
         worker_id = f"{self.id}-{index}"
         engine = self._assign_engine(n_envs)
-        env_vars = {engines.HOSTS_VAR: os.environ[engines.HOSTS_VAR]} if self._engines else {}
-        if os.environ.get(engines.SOURCES_VAR):
-            env_vars[engines.SOURCES_VAR] = os.environ[engines.SOURCES_VAR]
+        hosts, sources = settings.DOCKER_HOSTS, settings.IMAGE_SOURCES
+        env_vars = {hosts.name: hosts.get()} if self._engines else {}
+        if sources.get():
+            env_vars[sources.name] = sources.get()
         remote = self.ray.remote(EnvWorker).options(
             num_cpus=0, resources={self.config.resource: n_envs}, max_concurrency=n_envs + 2,
             scheduling_strategy="SPREAD", max_restarts=0)

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol, runtime_checkable
 
+from repogym import settings
 from repogym.errors import RepogymError
 
 LABEL_PREFIX = "org.repogym"
@@ -140,8 +141,7 @@ _process_runs: dict[int, str] = {}
 def default_run_id() -> str:
     """``REPOGYM_RUN_ID``, or one id per process: the envs of one process are one run (and may
     share their pool of containers)."""
-    return os.environ.get("REPOGYM_RUN_ID") or _process_runs.setdefault(os.getpid(),
-                                                                        uuid.uuid4().hex[:8])
+    return settings.RUN_ID.get() or _process_runs.setdefault(os.getpid(), uuid.uuid4().hex[:8])
 
 
 @runtime_checkable

@@ -39,6 +39,7 @@ from multiprocessing.connection import (
 from multiprocessing.reduction import recv_handle, send_handle
 from typing import Any
 
+from repogym import settings
 from repogym.envs.sandbox.base import SandboxConfig, default_run_id
 from repogym.envs.sandbox.client import docker_client
 from repogym.envs.sandbox.docker import DockerSandbox
@@ -47,7 +48,7 @@ from repogym.envs.sandbox.shell import Shell
 from repogym.envs.sandbox.transport import SocketTransport
 from repogym.errors import SandboxError
 
-ENV_VAR = "REPOGYM_POOL_BROKER"  # "pid:run_id:key_hex:socket_name", set by the serving process
+ENV_VAR = settings.POOL_BROKER.name  # "pid:run_id:key_hex:socket_name", set by the server
 WORKER_PREFIX = "Worker<"  # how gymnasium names the processes of an AsyncVectorEnv
 
 
@@ -207,7 +208,7 @@ def parent_address() -> tuple[int, str, bytes, str] | None:
     vector env worker whose parent serves pools."""
     if not multiprocessing.current_process().name.startswith(WORKER_PREFIX):
         return None
-    value = os.environ.get(ENV_VAR, "")
+    value = settings.POOL_BROKER.get()
     try:
         pid, run_id, key, path = value.split(":", 3)
         if int(pid) == os.getpid():

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import base64
 import io
-import os
 import shlex
 import socket
 import tarfile
@@ -17,6 +16,7 @@ from typing import Any
 
 import docker.errors
 
+from repogym import settings
 from repogym.envs.sandbox import owners
 from repogym.envs.sandbox.base import (
     LABEL_ROLE,
@@ -45,7 +45,17 @@ FILL_CAPS = ("CHOWN", "DAC_OVERRIDE", "FOWNER")
 _reaped: set[str] = set()  # engines this process has cleaned of dead owners' containers
 _reap_lock = threading.Lock()
 # Docker daemons choke on tens of simultaneous container starts: at most this many at once.
-_start_slots = threading.BoundedSemaphore(int(os.environ.get("REPOGYM_MAX_STARTS", "4")))
+_start_slots: threading.BoundedSemaphore | None = None
+_slots_lock = threading.Lock()
+
+
+def start_slots() -> threading.BoundedSemaphore:
+    """The process's container starts at once (``REPOGYM_MAX_STARTS``, read at the first)."""
+    global _start_slots
+    with _slots_lock:
+        if _start_slots is None:
+            _start_slots = threading.BoundedSemaphore(settings.MAX_STARTS.integer())
+        return _start_slots
 
 
 class DockerSandbox:
@@ -98,7 +108,7 @@ class DockerSandbox:
         # leaves nothing behind either
         owners.track(self.name, self._remove)
         try:
-            with _start_slots, engine_errors(f"start a container from {cfg.image}"):
+            with start_slots(), engine_errors(f"start a container from {cfg.image}"):
                 self.container = self._run_container(labels)
             if self.read_only and not self._fill(clear=False):
                 self._restart_writable(labels)
@@ -113,7 +123,7 @@ class DockerSandbox:
                       "root stays writable (rebuild it: `repogym images build`).", stacklevel=4)
         self._remove()
         self.read_only = False
-        with _start_slots, engine_errors(f"start a container from {image}"):
+        with start_slots(), engine_errors(f"start a container from {image}"):
             self.container = self._run_container(labels)
 
     def _run_container(self, labels: dict[str, str]) -> Any:

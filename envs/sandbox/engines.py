@@ -41,11 +41,12 @@ import docker
 import docker.errors
 import requests.exceptions
 
+from repogym import settings
 from repogym.envs.sandbox.base import LABEL_MANAGED, LABEL_ROLE
 from repogym.errors import DockerUnavailable, SandboxError
 
-HOSTS_VAR = "REPOGYM_DOCKER_HOSTS"
-SOURCES_VAR = "REPOGYM_IMAGE_SOURCES"
+HOSTS_VAR = settings.DOCKER_HOSTS.name
+SOURCES_VAR = settings.IMAGE_SOURCES.name
 RETRY_AFTER = 60.0  # seconds an engine that stopped answering stays out
 _SCHEMES = ("unix", "tcp", "ssh")
 _UNREACHABLE = (requests.exceptions.ConnectionError, requests.exceptions.Timeout,
@@ -122,13 +123,13 @@ def parse_engines(text: str) -> list[Engine]:
 
 def configured() -> list[Engine]:
     """The engines of ``REPOGYM_DOCKER_HOSTS`` (empty when it is unset)."""
-    return parse_engines(os.environ.get(HOSTS_VAR, ""))
+    return parse_engines(settings.DOCKER_HOSTS.get())
 
 
 def image_sources() -> list[Engine]:
     """Engines images may be copied from: the listed ones, then ``REPOGYM_IMAGE_SOURCES``."""
     seen = {e.url: e for e in configured()}
-    for engine in parse_engines(os.environ.get(SOURCES_VAR, "")):
+    for engine in parse_engines(settings.IMAGE_SOURCES.get()):
         seen.setdefault(engine.url, engine)
     return list(seen.values())
 
@@ -145,7 +146,7 @@ def local_engine() -> Engine | None:
 def make_client(engine: Engine | None, timeout: int | None = None) -> docker.DockerClient:
     """A client of ``engine`` (None: ``DOCKER_HOST`` or the local socket) that answered a ping;
     raises :class:`DockerUnavailable` naming the engine otherwise."""
-    timeout = timeout or int(os.environ.get("REPOGYM_DOCKER_TIMEOUT", "120"))
+    timeout = timeout or settings.DOCKER_TIMEOUT.integer()
     host = os.environ.get("DOCKER_HOST", "")
     if engine is None and host.startswith("tcp://") and os.environ.get("DOCKER_TLS_VERIFY"):
         engine = Engine(host)  # TLS from DOCKER_CERT_PATH, with the CA fix of _client

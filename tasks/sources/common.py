@@ -21,6 +21,7 @@ from pathlib import Path, PurePosixPath
 from typing import Any, Protocol, TypeAlias
 
 from repogym.errors import TaskError
+from repogym.progress import Progress
 from repogym.tasks.repo import SNAPSHOT_ENV
 from repogym.tasks.schema import SPLITS, Task
 from repogym.tasks.sources import heartbeat
@@ -36,7 +37,7 @@ CODE_SUFFIXES = frozenset({
 })
 
 Deriver: TypeAlias = Callable[[Task], tuple[Task | None, str]]
-Log: TypeAlias = Callable[[str], None]
+Log: TypeAlias = Progress  # the one progress type, under the name task sources use
 
 
 def is_test_path(path: str) -> bool:

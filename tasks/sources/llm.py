@@ -14,6 +14,7 @@ import urllib.error
 import urllib.request
 from dataclasses import dataclass
 
+from repogym import settings
 from repogym.errors import RepogymError
 
 from .common import Log
@@ -44,7 +45,7 @@ class LLMConfig:
         """The configured endpoint, or None. Flags win over the environment; a flag without
         its partner is an error, but a stray ``OPENAI_BASE_URL`` alone is not."""
         url = base_url or os.environ.get("OPENAI_BASE_URL", "")
-        name = model or os.environ.get("REPOGYM_LLM_MODEL", "")
+        name = model or settings.LLM_MODEL.get()
         if (base_url or model) and not (url and name):
             raise ValueError(
                 "an LLM endpoint needs both --llm-base-url (or OPENAI_BASE_URL) and "

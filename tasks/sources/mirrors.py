@@ -15,18 +15,19 @@ import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from repogym import settings
 from repogym.errors import TaskError
 
 from .common import run_git
 
-# The repository's public address; {repo} is owner/name.
-URL_TEMPLATE = os.environ.get("REPOGYM_GIT_URL", "https://github.com/{repo}.git")
+# The repository's public address; {repo} is owner/name. REPOGYM_GIT_URL replaces it.
+URL_TEMPLATE = "https://github.com/{repo}.git"
 CLONE_TIMEOUT = 900.0
 
 
 def cache_dir() -> Path:
     default = Path.home() / ".cache" / "repogym" / "mirrors"
-    return Path(os.environ.get("REPOGYM_MIRRORS") or default)
+    return Path(settings.MIRRORS.get() or default)
 
 
 def find_mirror(repos: Path, repo: str) -> Path | None:
@@ -73,7 +74,7 @@ class Mirrors:
         path = cache_dir() / f"{repo.replace('/', '__')}.git"
         if path.exists() and (not commit or has_commit(path, commit)):
             return path
-        url = URL_TEMPLATE.format(repo=repo)
+        url = (settings.GIT_URL.get() or URL_TEMPLATE).format(repo=repo)
         args = (["git", "-C", str(path), "fetch", "--quiet", "--prune", "origin"] if path.exists()
                 else ["git", "clone", "--quiet", "--mirror", url, str(path)])
         try:

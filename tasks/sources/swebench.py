@@ -27,7 +27,6 @@ nearest one that validates, recorded in ``environment_source``.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -35,6 +34,7 @@ from typing import Any
 
 import yaml
 
+from repogym import settings
 from repogym.errors import RepogymError, TaskError
 from repogym.tasks.schema import Task
 
@@ -103,7 +103,7 @@ def get_test_directives(test_patch: str, repo: str) -> list[str]:
 
 
 def pull_allowed(flag: bool) -> bool:
-    return flag or os.environ.get("REPOGYM_PULL") == "1"
+    return flag or settings.PULL.is_on()
 
 
 class SwebenchSource:

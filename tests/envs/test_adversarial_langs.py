@@ -6,13 +6,13 @@ list) plays the others, whose toolchain images take minutes to build.
 
 from __future__ import annotations
 
-import os
 from typing import Any
 
 import gymnasium as gym
 import pytest
 
 import repogym  # noqa: F401  (registers the environment)
+from repogym import settings
 from repogym.agents.hacker import HackerAgent, hack_for_task
 from repogym.agents.hacker_langs import LANG_HACKS
 from repogym.envs.grading.grader import GraderConfig
@@ -23,7 +23,7 @@ TASKS = {hack_for_task(t.instance_id): t for t in load_suite("adversarial")
 
 
 def wanted(language: str) -> bool:
-    chosen = os.environ.get("REPOGYM_TEST_LANGS", "go")
+    chosen = settings.TEST_LANGS.get()
     return chosen == "all" or language in {c.strip() for c in chosen.split(",")}
 
 

@@ -1,5 +1,6 @@
-"""A second engine reached over TCP with TLS, shared by the tests of remote engines and of the
-Ray cluster (starting one costs seconds; its images survive from test to test)."""
+"""Fixtures of the reliability tests: a demo task's image, and a second engine reached over TCP
+with TLS, shared by the tests of remote engines and of the Ray cluster (starting one costs
+seconds; its images survive from test to test)."""
 
 from __future__ import annotations
 
@@ -30,3 +31,13 @@ def tls_engine() -> Iterator[TLSEngine]:
         yield engine
     finally:
         engine.close()
+
+
+@pytest.fixture(scope="session")
+def image() -> str:
+    """The image of one demo task (demo__minicalc-1), built when missing."""
+    from repogym.tasks.images import ensure_image
+    from repogym.tasks.suite import load_suite
+
+    task = next(t for t in load_suite("demo") if t.instance_id == "demo__minicalc-1")
+    return ensure_image(task, progress=lambda _m: None).tag

@@ -23,8 +23,6 @@ from reliability_support import (
 
 from repogym.envs.sandbox.base import SandboxConfig, SandboxLost
 from repogym.envs.sandbox.docker import DockerSandbox
-from repogym.tasks.images import ensure_image
-from repogym.tasks.suite import load_suite
 
 pytestmark = pytest.mark.docker
 
@@ -58,11 +56,6 @@ def mid_episode() -> subprocess.Popen[str]:
     assert wait_until(lambda: len(pid_containers(proc.pid)) >= 2, 60)  # agent + warm grader
     return proc
 
-
-@pytest.fixture(scope="module")
-def image() -> str:
-    task = next(t for t in load_suite("demo") if t.instance_id == "demo__minicalc-1")
-    return ensure_image(task, progress=lambda _m: None).tag
 
 
 def test_sigkill_leftovers_are_removed_and_live_owners_kept(image: str, tmp_path: Path) -> None:

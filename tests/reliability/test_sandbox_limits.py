@@ -13,8 +13,7 @@ from repogym.envs.sandbox.client import docker_client
 from repogym.envs.sandbox.docker import DockerSandbox
 from repogym.envs.sandbox.pool import SandboxPool, reset_in_place
 from repogym.errors import DockerUnavailable
-from repogym.tasks.images import ensure_base, ensure_image
-from repogym.tasks.suite import load_suite
+from repogym.tasks.images import ensure_base
 
 
 def test_config_keeps_room_for_processes_and_a_writable_repository() -> None:
@@ -34,11 +33,6 @@ def test_an_engine_that_does_not_answer_raises_docker_unavailable() -> None:
     with pytest.raises(DockerUnavailable):
         DockerSandbox(SandboxConfig(image="x"), client=gone)
 
-
-@pytest.fixture(scope="module")
-def image() -> str:
-    task = next(t for t in load_suite("demo") if t.instance_id == "demo__minicalc-1")
-    return ensure_image(task, progress=lambda _m: None).tag
 
 
 @pytest.mark.docker

@@ -8,13 +8,13 @@ whenever a runner changes; ``tasks/demo/langs/build.py --measure`` measured ever
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
+from repogym import settings
 from repogym.tasks.suite import load_suite
 from repogym.tasks.validate import validate_task
 
@@ -24,7 +24,7 @@ LANGUAGES = {"javascript", "go", "rust", "java"}
 
 
 def wanted(language: str) -> bool:
-    chosen = os.environ.get("REPOGYM_TEST_LANGS", "go")
+    chosen = settings.TEST_LANGS.get()
     return chosen == "all" or language in {c.strip() for c in chosen.split(",")}
 
 

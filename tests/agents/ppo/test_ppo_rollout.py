@@ -18,22 +18,6 @@ from repogym.agents.ppo.rollout import EpisodeJob, Limits, collect_rollouts
 from repogym.agents.ppo.toy_env import TOOLS, ToyTextEnv
 
 
-@pytest.fixture(autouse=True)
-def one_thread() -> Iterator[None]:
-    # The tiny model gains nothing from more threads, and on a busy 2-core machine OpenMP
-    # threads waiting on each other make it many times slower.
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
-
-
-@pytest.fixture(scope="module")
-def tiny() -> tuple[Any, Any]:
-    lm, tok = tiny_model(seed=0)
-    return lm.eval(), tok
-
-
 @pytest.fixture()
 def pool() -> Iterator[ThreadPoolExecutor]:
     with ThreadPoolExecutor(max_workers=4) as p:

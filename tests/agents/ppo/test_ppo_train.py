@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -22,15 +21,6 @@ METRICS = ["charts/reward", "charts/resolved_rate", "losses/kl", "losses/entropy
            "perf/tokens_per_s", "perf/env_s", "perf/generation_s", "perf/update_s",
            "perf/peak_memory_gb"]
 
-
-@pytest.fixture(autouse=True)
-def one_thread() -> Iterator[None]:
-    # The tiny model gains nothing from more threads, and on a busy 2-core machine OpenMP
-    # threads waiting on each other make it many times slower.
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
 
 
 def run(argv: list[str]) -> int:

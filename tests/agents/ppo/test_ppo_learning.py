@@ -7,27 +7,16 @@ the environment draws itself.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-import torch
 
 from repogym.agents.ppo import TrainConfig, train
 from repogym.agents.ppo.toy_env import CONTROL_ID, TOY_ID
 
 pytestmark = pytest.mark.slow
 
-
-@pytest.fixture(autouse=True)
-def one_thread() -> Iterator[None]:
-    # The tiny model gains nothing from more threads, and on a busy 2-core machine OpenMP
-    # threads waiting on each other make it many times slower.
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
 
 
 def learn(out: Path, **overrides: Any) -> list[float]:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -27,15 +26,6 @@ from repogym.agents.ppo.toy_env import ToyTextEnv
 
 CPU = torch.device("cpu")
 
-
-@pytest.fixture(autouse=True)
-def one_thread() -> Iterator[None]:
-    # The tiny model gains nothing from more threads, and on a busy 2-core machine OpenMP
-    # threads waiting on each other make it many times slower.
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
 
 
 def setup(config: TrainConfig, lm_kwargs: dict[str, Any] | None = None

@@ -3,12 +3,10 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
-import torch
 
 from repogym.agents.ppo import TrainConfig, train
 from repogym.agents.ppo.chat import ChatFormat
@@ -17,14 +15,6 @@ from repogym.agents.ppo.generation import HFGenerator
 from repogym.agents.ppo.policy import tiny_model
 from repogym.agents.ppo.rollout import EpisodeJob, Limits
 from repogym.agents.ppo.toy_env import TOY_ID, ToyTextEnv
-
-
-@pytest.fixture(autouse=True)
-def one_thread() -> Iterator[None]:
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
 
 
 def test_branches_share_their_groups_prefix_and_learn_only_their_own_turns(

@@ -5,12 +5,10 @@ from __future__ import annotations
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
-import pytest
 import torch
 
 from repogym.agents.ppo.chat import ChatFormat
 from repogym.agents.ppo.generation import HFGenerator
-from repogym.agents.ppo.policy import tiny_model
 from repogym.agents.ppo.ppo import cluster_metrics, make_batch
 from repogym.agents.ppo.rollout import EpisodeJob, Limits, LocalSlots, collect_rollouts
 from repogym.agents.ppo.toy_env import ToyTextEnv
@@ -44,12 +42,6 @@ class DyingSlots(LocalSlots):
         if not (self.dead and slot in self.node_b):
             super().release(slot)
 
-
-@pytest.fixture(scope="module")
-def tiny() -> tuple[Any, Any]:
-    torch.set_num_threads(1)
-    lm, tok = tiny_model(seed=0)
-    return lm.eval(), tok
 
 
 def jobs(n: int) -> list[EpisodeJob]:
