@@ -13,6 +13,7 @@ import gymnasium as gym
 from repogym.envs import fork, pooling
 from repogym.envs.actions import HOW_TO_CALL, parse_action
 from repogym.envs.backends import BackendSettings, open_backend
+from repogym.envs.grading.flags import Flag
 from repogym.envs.grading.grader import GraderConfig, GradingReport
 from repogym.envs.grading.rewards import RewardFn, components, reward_fn, task_similarity
 from repogym.envs.record import EpisodeRecorder, versions
@@ -348,7 +349,7 @@ class SWEEnv(gym.Env[str, Any]):
             patch = self.sandbox.diff(self.image.repo_commit)
         except SandboxError as exc:
             patch, info["diff_error"] = "", str(exc)
-            flags.append("diff_failed")
+            flags.append(Flag.DIFF_FAILED)
         report = self.grader.grade(self.task, patch, self.image.tag)
         report.flags = flags + report.flags
         comps = components(report, self._steps, self._similarity(report))

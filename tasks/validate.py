@@ -10,6 +10,7 @@ import re
 from collections import Counter
 from dataclasses import dataclass
 
+from repogym.envs.grading.flags import Flag
 from repogym.envs.grading.grader import Grader, GraderConfig, GradingReport
 from repogym.errors import RepogymError, SetupFailed
 from repogym.tasks.images import ensure_image
@@ -92,18 +93,18 @@ def invalid_reason(rep: GradingReport, side: str) -> str:
     """Why a run cannot be used, with what it actually showed."""
     ran = any(s in ("PASSED", "FAILED") for s in rep.statuses.values())
     canaries = set(rep.canaries.values())
-    if "canary" in rep.flags and canaries == {"MISSING"} and ran:
+    if Flag.CANARY in rep.flags and canaries == {"MISSING"} and ran:
         return (f"canaries not collected {side} although tests ran ({seen(rep)}); they were "
                 f"at {rep.canary_note}")
-    if "canary" in rep.flags and canaries == {"MISSING"}:
+    if Flag.CANARY in rep.flags and canaries == {"MISSING"}:
         return (f"tests not collected {side} ({seen(rep)}): {_last_lines(rep.log_tail)}")
-    if "canary" in rep.flags and canaries <= {"ERROR", "MISSING"} and "PASSED" not in set(
+    if Flag.CANARY in rep.flags and canaries <= {"ERROR", "MISSING"} and "PASSED" not in set(
             rep.statuses.values()):
         error = next((line.strip() for line in rep.log_tail.splitlines()
                       if line.startswith("ERROR ")), _last_lines(rep.log_tail))
         return (f"every test errors {side}, the canaries too ({seen(rep)}): the environment "
                 f"breaks them (a conftest.py fixture?): {error[:300]}")
-    if "canary" in rep.flags:
+    if Flag.CANARY in rep.flags:
         got = ", ".join(f"{k.rsplit('::', 1)[-1]} {v}" for k, v in sorted(rep.canaries.items()))
         return (f"canaries misbehaved {side} ({got}; {seen(rep)}): the test runner is not "
                 "plain pytest")

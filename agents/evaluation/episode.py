@@ -24,7 +24,7 @@ import time
 import traceback
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 import docker.errors
 import gymnasium as gym
@@ -39,6 +39,8 @@ if TYPE_CHECKING:
     from repogym.agents.evaluation.runner import EvalConfig
 
 EnvFactory = Callable[["EvalConfig", list[Task], "str | None"], gym.Env]
+# where an episode's exception came from (a row's ``error_kind``; see the module docstring)
+ErrorKind = Literal["agent", "infrastructure", "task", "internal"]
 INFRA_ERRORS: tuple[type[BaseException], ...] = (docker.errors.DockerException, OSError)
 
 
@@ -53,7 +55,7 @@ class Worker(Protocol):
 class Failure(Exception):
     """An episode that ended in an exception, with the side it came from."""
 
-    def __init__(self, kind: str, error: BaseException) -> None:
+    def __init__(self, kind: ErrorKind, error: BaseException) -> None:
         super().__init__(kind, error)
         self.kind, self.error = kind, error
 

@@ -12,10 +12,16 @@ import math
 import statistics
 from collections import Counter
 from collections.abc import Iterable
-from typing import Any
+from typing import Any, Literal, cast, get_args
 
 Z95 = 1.959963984540054  # two-sided 95% quantile of the standard normal
 EXCLUDED_KINDS = ("infrastructure", "task", "internal")
+# why a row did not resolve its task: the episode's exception (``agent_error`` and the excluded
+# kinds), or what its grading showed
+FailureKind = Literal["infrastructure", "task_error", "internal_error", "agent_error",
+                      "truncated", "empty_patch", "not_graded", "invalid_run", "tests_tampered",
+                      "patch_failed", "tests_failed"]
+FAILURE_KINDS: tuple[FailureKind, ...] = get_args(FailureKind)
 
 
 def wilson_interval(successes: int, n: int, z: float = Z95) -> tuple[float, float]:
@@ -38,11 +44,12 @@ def wilson_interval(successes: int, n: int, z: float = Z95) -> tuple[float, floa
     return lo, hi
 
 
-def failure_kind(row: dict[str, Any]) -> str | None:
+def failure_kind(row: dict[str, Any]) -> FailureKind | None:
     """Why a row did not resolve its task (None when it did)."""
     if row.get("error_kind"):
         kind = str(row["error_kind"])
-        return kind if kind == "infrastructure" else f"{kind}_error"
+        # an episode's ErrorKind; a results file's unknown kind passes through as it was
+        return cast(FailureKind, kind if kind == "infrastructure" else f"{kind}_error")
     if row.get("resolved"):
         return None
     comps = row.get("reward_components") or {}

@@ -17,6 +17,7 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from repogym.envs.grading import stage
+from repogym.envs.grading.flags import Flag, tampered_flags
 from repogym.envs.grading.protect_langs import config_changed, content_checked, protected_reason
 from repogym.envs.grading.results import PASSING, parse_log
 from repogym.envs.grading.runners import Canary, TestRunner, get_runner, runner_name
@@ -94,7 +95,7 @@ class LangRun:
         stage.require_done(staged, out)
         r.patch_applied = staged.applied
         if not staged.applied:
-            r.flags.append("patch_failed")
+            r.flags.append(Flag.PATCH_FAILED)
             r.log_tail = staged.apply_log[-2000:]
             stripped = {}
         else:
@@ -102,10 +103,9 @@ class LangRun:
             unseen = sorted(set(staged.container_paths) - set(predicted))
             if unseen:
                 r.invalidate(f"the grading container's git reads paths the host did not: "
-                             f"{unseen[:5]}", "patch_mismatch")
+                             f"{unseen[:5]}", Flag.PATCH_MISMATCH)
         r.stripped = stripped
-        for reason in sorted(set(stripped.values())):
-            r.flags.append(f"tampered_{reason}")
+        r.flags += tampered_flags(stripped)
         if canary is None:
             return None
         if "__RG_PLANTED=1" not in out:
@@ -150,7 +150,7 @@ class LangRun:
         statuses = machine
         if mismatch:
             r.invalidate(f"the runner's results and its log disagree on {mismatch[:5]}",
-                         "report_mismatch")
+                         Flag.REPORT_MISMATCH)
             statuses = {}
         view = with_log_keys(statuses, runner)
         if canary:
@@ -158,13 +158,13 @@ class LangRun:
             problems = [f"canary {t} expected {want}, got {view.get(t, 'MISSING')}"
                         for t, want in canary.ids.items() if view.get(t) != want]
             if problems:
-                r.invalidate("; ".join(problems), "canary")
+                r.invalidate("; ".join(problems), Flag.CANARY)
         if r.timed_out:
-            r.invalidate("the test run hit its time limit", "timeout")
+            r.invalidate("the test run hit its time limit", Flag.TIMEOUT)
         elif r.exit_code is not None and statuses:
             problem = runner.exit_problem(r.exit_code, statuses)
             if problem:
-                r.invalidate(problem, "exit_status")
+                r.invalidate(problem, Flag.EXIT_STATUS)
         canary_ids = set(canary.ids) if canary else set()
         r.statuses = {t: s for t, s in statuses.items() if t not in canary_ids}
         r.fail_to_pass = {t: view.get(t, "MISSING") for t in task.FAIL_TO_PASS}

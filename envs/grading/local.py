@@ -19,6 +19,7 @@ import time
 from pathlib import Path
 
 from repogym.envs.grading import stage
+from repogym.envs.grading.flags import Flag, tampered_flags
 from repogym.envs.grading.grader import GraderConfig, GradingReport, test_files
 from repogym.envs.grading.results import parse_log
 from repogym.errors import TaskError
@@ -58,12 +59,12 @@ class LocalGrader:
         hidden = frozenset(stage.header_paths(task.test_patch)) | set(
             task.environment.test_files)
         report.stripped = stage.protected_by_name(changed, hidden)
-        report.flags += [f"tampered_{reason}" for reason in sorted(set(report.stripped.values()))]
+        report.flags += tampered_flags(report.stripped)
         excluded = [f"--exclude={path}" for path in report.stripped]
         applied = _git_apply(tree, patch, excluded) if patch.strip() else ""
         report.patch_applied = applied == ""
         if not report.patch_applied:
-            report.flags.append("patch_failed")
+            report.flags.append(Flag.PATCH_FAILED)
             report.log_tail = applied[-2000:]
             return False
         report.changed = changed
@@ -88,7 +89,7 @@ class LocalGrader:
         except subprocess.TimeoutExpired as exc:
             log = (exc.stdout or b"").decode("utf-8", errors="replace")
             report.timed_out = True
-            report.invalidate("the test run hit its time limit", "timeout")
+            report.invalidate("the test run hit its time limit", Flag.TIMEOUT)
         report.test_seconds = time.monotonic() - started
         report.log_tail = log[-4000:]
         return log

@@ -12,13 +12,15 @@ import fnmatch
 import re
 import tomllib
 
+from repogym.envs.grading.flags import Protected
+
 TEST_DIRS = {"tests", "test", "testing"}
 PYTEST_CONFIGS = {"pytest.ini", ".pytest.ini", "tox.ini"}
 STARTUP_HOOKS = {"sitecustomize.py", "usercustomize.py"}
 CONTENT_CHECKED = {"setup.cfg", "pyproject.toml", "setup.py"}
 
 
-def protected_reason(path: str, task_test_files: frozenset[str] | set[str]) -> str | None:
+def protected_reason(path: str, task_test_files: frozenset[str] | set[str]) -> Protected | None:
     """Why ``path`` is off limits for the agent, or None when it may be changed."""
     parts = path.split("/")
     name = parts[-1]

@@ -16,6 +16,8 @@ import json
 import re
 import tomllib
 
+from repogym.envs.grading.flags import Protected
+
 JS_TEST_DIRS = {"test", "tests", "__tests__", "spec", "__mocks__", "__snapshots__"}
 JS_TEST_FILES = ("*.test.*", "*.spec.*", "*-test.js", "*_test.js", "*-spec.js")
 JS_CONFIGS = ("jest.config.*", "vitest.config.*", "vitest.workspace.*", "vite.config.*",
@@ -29,7 +31,7 @@ CONTENT_CHECKED = {"package.json", "go.mod", "go.work", "Cargo.toml", "pom.xml",
 DEPENDENCY_DIRS = {"node_modules", "vendor", "target", ".gradle"}
 
 
-def protected_reason(path: str, language: str) -> str | None:
+def protected_reason(path: str, language: str) -> Protected | None:
     """Why ``path`` is off limits in a ``language`` repository, or None."""
     parts = path.split("/")
     name = parts[-1]
@@ -40,7 +42,7 @@ def protected_reason(path: str, language: str) -> str | None:
     return rule(parts, name) if rule else None
 
 
-def _js(parts: list[str], name: str) -> str | None:
+def _js(parts: list[str], name: str) -> Protected | None:
     if any(fnmatch.fnmatch(name, pattern) for pattern in JS_CONFIGS):
         return "runner_config"
     if any(p in JS_TEST_DIRS for p in parts[:-1]):
@@ -50,7 +52,7 @@ def _js(parts: list[str], name: str) -> str | None:
     return None
 
 
-def _go(parts: list[str], name: str) -> str | None:
+def _go(parts: list[str], name: str) -> Protected | None:
     if name.endswith("_test.go"):
         return "test_file"
     if "testdata" in parts[:-1]:
@@ -60,7 +62,7 @@ def _go(parts: list[str], name: str) -> str | None:
     return None
 
 
-def _rust(parts: list[str], name: str) -> str | None:
+def _rust(parts: list[str], name: str) -> Protected | None:
     if name in RUST_CONFIGS or ".cargo" in parts[:-1]:
         return "runner_config"
     if parts[0] in ("tests", "benches") and len(parts) > 1:
@@ -70,7 +72,7 @@ def _rust(parts: list[str], name: str) -> str | None:
     return None
 
 
-def _java(parts: list[str], name: str) -> str | None:
+def _java(parts: list[str], name: str) -> Protected | None:
     path = "/".join(parts)
     if name in JAVA_CONFIGS or ".mvn" in parts[:-1]:
         return "runner_config"
