@@ -338,7 +338,7 @@ def test_folder(root: str, roots: list[str], files: list[str], python_files: lis
         for top in roots:
             if not _under(path, top):
                 continue
-            below = os.path.relpath(os.path.dirname(path), top or ".").split("/")
+            below = os.path.relpath(os.path.dirname(path) or ".", top or ".").split("/")
             if any(fnmatch.fnmatch(d, p) for d in below if d != "." for p in norecurse):
                 continue
             if any(path_matches(p, os.path.join(root, path)) for p in python_files):

@@ -52,6 +52,13 @@ def test_src_layout_with_tests_at_the_root(tmp_path: Path) -> None:
     assert got["path"].startswith("tests/unit/test_") and not got["named"]
 
 
+def test_test_files_at_the_repository_root(tmp_path: Path) -> None:
+    # a single-module project: shapes.py next to test_shapes.py, no configuration
+    root = repo(tmp_path, {"shapes.py": "", "test_shapes.py": "def test_a():\n    pass\n"})
+    got = where(root)
+    assert "/" not in got["path"] and got["path"].startswith("test_") and not got["named"]
+
+
 @pytest.mark.parametrize(("name", "text"), [
     ("pytest.ini", "[pytest]\ntestpaths = spec\n"),
     ("tox.ini", "[tox]\nenvlist = py\n[pytest]\ntestpaths = spec\n"),

@@ -123,7 +123,7 @@ def test_replication_keeps_what_the_tests_catch(work: WorkRepo) -> None:
                                             "tests/test_stats.py::test_mean_empty")
     assert by_name["mean"].PASS_TO_PASS == ("tests/test_stats.py::test_clamp",)
     # code no test runs is rejected, and tried last: what the tests name comes first
-    assert result.reasons == {"no test fails before the patch and passes after it": 1}
+    assert result.reasons == {"no fail-to-pass test": 1}
     assert "-replication-unused-" in result.outcomes[-1]["instance_id"]
 
 
