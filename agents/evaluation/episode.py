@@ -24,12 +24,13 @@ import time
 import traceback
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import docker.errors
 import gymnasium as gym
 
 from repogym.agents.base import close_agent
+from repogym.agents.evaluation.rows import ErrorKind, ResultRow
 from repogym.agents.registry import make_agent
 from repogym.errors import ActionError, RepogymError, TaskError
 from repogym.tasks.images import BuiltImage, ensure_image, image_info, image_tag
@@ -39,15 +40,13 @@ if TYPE_CHECKING:
     from repogym.agents.evaluation.runner import EvalConfig
 
 EnvFactory = Callable[["EvalConfig", list[Task], "str | None"], gym.Env]
-# where an episode's exception came from (a row's ``error_kind``; see the module docstring)
-ErrorKind = Literal["agent", "infrastructure", "task", "internal"]
 INFRA_ERRORS: tuple[type[BaseException], ...] = (docker.errors.DockerException, OSError)
 
 
 class Worker(Protocol):
     """Turns one task into one result row; the thread pool and Ray actors both drive these."""
 
-    def run(self, task: Task) -> dict[str, Any]: ...
+    def run(self, task: Task) -> ResultRow: ...
 
     def close(self) -> None: ...
 
@@ -94,7 +93,7 @@ def make_env(config: EvalConfig, tasks: list[Task], model: str | None = None) ->
                     record_dir=record_dir, pool_size=config.pool_size, model=model)
 
 
-def base_row(task: Task) -> dict[str, Any]:
+def base_row(task: Task) -> ResultRow:
     return {"instance_id": task.instance_id, "repo": task.repo, "kind": task.kind,
             "split": task.split, "task_hash": task.task_hash, "resolved": False, "reward": 0.0,
             "reward_components": {}, "steps": 0, "flags": [], "truncation": None,
@@ -102,15 +101,15 @@ def base_row(task: Task) -> dict[str, Any]:
             "image_id": None, "host": socket.gethostname(), "timings": {}}
 
 
-def error_row(task: Task, failure: Failure, timings: dict[str, float]) -> dict[str, Any]:
+def error_row(task: Task, failure: Failure, timings: dict[str, float]) -> ResultRow:
     row = base_row(task)
     row.update(error_kind=failure.kind, error=str(failure), timings=timings,
                traceback="".join(traceback.format_exception(failure.error))[-4000:])
     return row
 
 
-def with_retries(task: Task, retries: int, attempt: Callable[[Task], dict[str, Any]],
-                 on_infra: Callable[[], None], backoff: float = 2.0) -> dict[str, Any]:
+def with_retries(task: Task, retries: int, attempt: Callable[[Task], ResultRow],
+                 on_infra: Callable[[], None], backoff: float = 2.0) -> ResultRow:
     """Runs ``attempt`` until it succeeds, fails for a reason a retry cannot fix, or has been
     retried ``retries`` times after infrastructure failures."""
     start = time.monotonic()
@@ -142,11 +141,11 @@ class EpisodeWorker:
         self.env: gym.Env | None = None
         self._image_ids: dict[str, str] = {}
 
-    def run(self, task: Task) -> dict[str, Any]:
+    def run(self, task: Task) -> ResultRow:
         return with_retries(task, self.config.retries, self._episode, self._drop_env,
                             self.config.retry_backoff)
 
-    def _episode(self, task: Task) -> dict[str, Any]:
+    def _episode(self, task: Task) -> ResultRow:
         row, t = base_row(task), {"reset": 0.0, "agent": 0.0, "env": 0.0, "grading": 0.0}
         start = time.monotonic()
         if self.build_images:

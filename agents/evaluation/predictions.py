@@ -25,6 +25,7 @@ from repogym.agents.evaluation.episode import (
     env_failure,
     with_retries,
 )
+from repogym.agents.evaluation.rows import ResultRow
 from repogym.envs.grading.grader import Grader, GradingReport
 from repogym.envs.grading.rewards import components, reward_fn
 from repogym.errors import TaskError
@@ -120,11 +121,11 @@ class PredictionWorker:
         self.grader = Grader()
         self.reward = reward_fn(config.reward)
 
-    def run(self, task: Task) -> dict[str, Any]:
+    def run(self, task: Task) -> ResultRow:
         return with_retries(task, self.config.retries, self._grade, lambda: None,
                             self.config.retry_backoff)
 
-    def _grade(self, task: Task) -> dict[str, Any]:
+    def _grade(self, task: Task) -> ResultRow:
         pred = self.predictions[task.instance_id]
         patch = pred.get("model_patch")
         row = base_row(task)

@@ -8,18 +8,20 @@ import sys
 import time
 from typing import Any, Protocol
 
+from repogym.agents.evaluation.rows import ResultRow
+
 
 class Reporter(Protocol):
     def start(self, total: int, skipped: int) -> None: ...
 
     def message(self, text: str) -> None: ...
 
-    def result(self, row: dict[str, Any]) -> None: ...
+    def result(self, row: ResultRow) -> None: ...
 
     def close(self) -> None: ...
 
 
-def _verdict(row: dict[str, Any]) -> str:
+def _verdict(row: ResultRow) -> str:
     if row.get("error_kind"):
         return f"{row['error_kind']} error: {row.get('error')}"
     return "resolved" if row.get("resolved") else "not resolved"
@@ -32,7 +34,7 @@ class Quiet:
     def message(self, text: str) -> None:
         pass
 
-    def result(self, row: dict[str, Any]) -> None:
+    def result(self, row: ResultRow) -> None:
         pass
 
     def close(self) -> None:
@@ -54,7 +56,7 @@ class PlainLines:
     def message(self, text: str) -> None:
         print(text, file=sys.stderr, flush=True)
 
-    def result(self, row: dict[str, Any]) -> None:
+    def result(self, row: ResultRow) -> None:
         self.done += 1
         self.resolved += bool(row.get("resolved"))
         elapsed = time.monotonic() - self.started
@@ -93,7 +95,7 @@ class RichBar(PlainLines):
     def message(self, text: str) -> None:
         self.bar.console.print(text, markup=False, highlight=False)
 
-    def result(self, row: dict[str, Any]) -> None:
+    def result(self, row: ResultRow) -> None:
         super().result(row)
         self.bar.update(self.task_id, advance=1,
                         description=f"eval ({self.resolved} resolved)")

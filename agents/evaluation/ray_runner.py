@@ -21,10 +21,11 @@ from collections.abc import Callable
 from typing import Any
 
 from repogym.agents.evaluation.episode import Failure, Worker, error_row
+from repogym.agents.evaluation.rows import ResultRow
 from repogym.progress import Progress
 from repogym.tasks.schema import Task
 
-OnResult = Callable[[dict[str, Any]], None]
+OnResult = Callable[[ResultRow], None]
 
 
 class _Actor:
@@ -33,7 +34,7 @@ class _Actor:
     def __init__(self, make_worker: Callable[[], Worker]) -> None:
         self.worker = make_worker()
 
-    def run(self, task: Task) -> dict[str, Any]:
+    def run(self, task: Task) -> ResultRow:
         return self.worker.run(task)
 
     def close(self) -> None:

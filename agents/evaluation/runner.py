@@ -32,6 +32,7 @@ from typing import Any
 from repogym.agents.evaluation.episode import EnvFactory, EpisodeWorker, Worker, ensure_image_locked
 from repogym.agents.evaluation.progress import Quiet, Reporter
 from repogym.agents.evaluation.report import write_html
+from repogym.agents.evaluation.rows import ResultRow
 from repogym.agents.evaluation.summary import summarize
 from repogym.agents.registry import agent_class, make_agent
 from repogym.envs.grading.rewards import REWARDS
@@ -149,7 +150,7 @@ def run_eval(config: EvalConfig, tasks: list[Task] | None = None,
     started = time.monotonic()
     lock = threading.Lock()
     with (out / RESULTS).open("a", encoding="utf-8") as sink:
-        def on_result(row: dict[str, Any]) -> None:
+        def on_result(row: ResultRow) -> None:
             with lock:
                 sink.write(json.dumps(row, default=str) + "\n")
                 sink.flush()
@@ -180,7 +181,7 @@ def _worker_factory(config: EvalConfig, tasks: list[Task], env_factory: EnvFacto
 
 
 def run_threads(workers: int, make_worker: Callable[[], Worker], tasks: list[Task],
-                on_result: Callable[[dict[str, Any]], None]) -> None:
+                on_result: Callable[[ResultRow], None]) -> None:
     """``workers`` threads, each with its own worker (environment and agent)."""
     local = threading.local()
     made: list[Worker] = []
