@@ -167,6 +167,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--suite", required=True, help="a suite with gold cases")
     parser.add_argument("--mutants", type=int, default=4, help="mutants of the gold code per task")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--timeout", type=float, default=120.0,
+                        help="seconds per test run (a mutant that loops must not take the "
+                        "task's whole limit)")
     parser.add_argument("--task", action="append", default=None, help="only these ids")
     parser.add_argument("--out", default=None, help="write every figure as JSON here")
     args = parser.parse_args(argv)
@@ -176,7 +179,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"no task of {args.suite} has gold cases: run `repogym tasks enrich` first",
               file=sys.stderr)
         return 1
-    grader = Grader(GraderConfig(cleanup_async=False), seed=args.seed)
+    grader = Grader(GraderConfig(cleanup_async=False, timeout=args.timeout), seed=args.seed)
     start = time.monotonic()
     results = [measure_task(t, grader, args.mutants, args.seed) for t in tasks]
     print(table([[t["instance_id"], t["gold_agreement"], t["empty_agreement"],

@@ -130,7 +130,8 @@ def gold_recorder(config: EnrichConfig | None = None) -> Callable[[Task], tuple[
         try:
             return record_gold_cases(task, config)
         except RepogymError as exc:
-            return task, f"no gold cases: {str(exc).splitlines()[0][:200]}"
+            bare = task.with_(extra={k: v for k, v in task.extra.items() if k != GOLD_CASES})
+            return bare, f"no gold cases: {str(exc).splitlines()[0][:200]}"
 
     return record
 
