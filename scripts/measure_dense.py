@@ -8,8 +8,9 @@ empty patch and partial patches: the gold patch with one hunk dropped (patches o
 more), and mutants of the gold code (one rewrite of ``repogym.tasks.sources.mutate`` in a
 function the gold patch changes). It prints, per task and in all: whether the gold patch
 agrees on every discriminating input and the empty patch on none, where partial patches fall,
-Spearman's rank correlation between their agreement and their FAIL_TO_PASS pass rate, and the
-seconds the differential step adds to a grading.
+Spearman's rank correlation between their agreement and their FAIL_TO_PASS pass rate (and
+with the regression inputs counted too), and the seconds the differential step adds to a
+grading.
 """
 
 from __future__ import annotations
@@ -128,6 +129,8 @@ def measure_task(task: Task, grader: Grader, mutants: int, seed: int) -> dict[st
                      "p2p": round(report.p2p_pass_rate, 4), "resolved": report.resolved,
                      "agreement": diff.get("agreement"),
                      "regression_agreement": diff.get("regression_agreement"),
+                     "all_agreement": round(diff["agreed"] / diff["cases"], 4)
+                     if diff.get("cases") else None,
                      "diff_seconds": diff.get("seconds", 0.0),
                      "grade_seconds": round(report.total_seconds, 3)})
         progress(f"  {task.instance_id} {label}: agreement {diff.get('agreement')}, "
@@ -153,6 +156,9 @@ def summarize(results: list[dict[str, Any]]) -> dict[str, Any]:
         "spearman_pooled": spearman([r["agreement"] or 0.0 for r in partial],
                                     [r["f2p"] for r in partial]),
         "spearman_per_task_mean": round(statistics.mean(per_task), 3) if per_task else None,
+        # the same with the regression inputs counted too (agreed / all cases)
+        "spearman_all_cases_pooled": spearman([r["all_agreement"] or 0.0 for r in partial],
+                                              [r["f2p"] for r in partial]),
         "tasks_with_spearman": len(per_task),
         "diff_seconds_mean": round(statistics.mean(t["diff_seconds"] for t in results), 3)
         if results else None,

@@ -61,7 +61,7 @@ class EnrichConfig:
     max_candidates: int = 800  # inputs tried in all
     max_discriminating: int = 100  # discriminating cases kept in all ...
     max_per_function: int = 25  # ... and per function
-    max_regression: int = 30  # agreeing cases kept
+    max_regression: int = 45  # agreeing cases kept
     call_timeout: float = 2.0  # seconds per call at grading
     slow_call: float = 0.2  # gold calls slower than this are dropped
     seed: int = 0
@@ -440,10 +440,8 @@ def select(kept: list[dict[str, Any]], traced: list[Traced], in_patch: set[str],
     if not any(c["set"] == "discriminating" and c["fn"] in fns for c in kept):
         return None
     rng = random.Random(config.seed)
-    chosen: list[dict[str, Any]] = []
-    for kind, total, per in (("discriminating", config.max_discriminating,
-                              config.max_per_function),
-                             ("regression", config.max_regression, config.max_regression)):
+
+    def grouped(kind: str) -> dict[str, list[dict[str, Any]]]:
         by_fn: dict[str, list[dict[str, Any]]] = {}
         for case in kept:
             if case["set"] == kind and case["fn"] in fns:
@@ -451,7 +449,17 @@ def select(kept: list[dict[str, Any]], traced: list[Traced], in_patch: set[str],
         for cases in by_fn.values():  # traced inputs first, each group in a seeded order
             rng.shuffle(cases)
             cases.sort(key=lambda c: c["origin"] != "trace")
-        chosen += _round_robin(by_fn, total, per)
+        return by_fn
+
+    chosen = _round_robin(grouped("discriminating"), config.max_discriminating,
+                          config.max_per_function)
+    # regressions: two thirds of the sample on the functions the fix changes the behaviour of
+    # (where a partial fix breaks what it should keep), the rest spread over the others
+    agreeing, telling = grouped("regression"), {c["fn"] for c in chosen}
+    first = _round_robin({f: c for f, c in agreeing.items() if f in telling},
+                         config.max_regression * 2 // 3, config.max_regression)
+    chosen += first + _round_robin({f: c for f, c in agreeing.items() if f not in telling},
+                                   config.max_regression - len(first), config.max_regression)
     used = {c["fn"] for c in chosen}
     return {"version": 1, "scope": scope, "call_timeout": config.call_timeout,
             "functions": {t.key: t.target.harness_entry() for t in traced if t.key in used},

@@ -180,6 +180,14 @@ def test_cases_are_kept_on_the_boundary_else_on_the_patch_functions() -> None:
     assert chosen is not None and chosen["scope"] == "patch"
     assert list(chosen["functions"]) == ["m:helper"]
     assert select([kept[1], kept[3]], fns, {"m:helper"}, EnrichConfig()) is None
+    # regressions: mostly on the functions with discriminating inputs
+    more = [case("m:other", "regression") for _ in range(40)] + \
+        [case("m:api", "regression") for _ in range(40)]
+    chosen = select(kept[:1] + more, [*fns, traced("m:other", 1)], set(),
+                    EnrichConfig(max_regression=30))
+    assert chosen is not None
+    sets = [(c["fn"], c["set"]) for c in chosen["cases"]]
+    assert sets.count(("m:api", "regression")) == 20 and sets.count(("m:other", "regression")) == 10
     # caps: per function, traced inputs first
     many = [case("m:api", "discriminating", o) for o in ["hypothesis"] * 30 + ["trace"] * 5]
     chosen = select(many, fns, set(), EnrichConfig(max_per_function=10))
