@@ -6,6 +6,8 @@ BIN := $(VENV)/bin
 export REPOGYM_CA_BUNDLE ?= $(wildcard /etc/ssl/certs/ca-certificates.crt)
 TORCH ?= torch==2.13.0
 PYTEST_ARGS ?=
+# test processes: the Docker tests mostly wait on containers, so two share two cores well
+PYTEST_WORKERS ?= 2
 
 .PHONY: demo test venv docker base lint typecheck clean-containers shellcheck
 
@@ -15,7 +17,7 @@ demo: venv docker base
 	$(BIN)/repogym eval --suite demo --agent null --workers 2 --out runs/demo/null
 
 test: venv docker base lint typecheck
-	$(BIN)/python -m pytest $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -n $(PYTEST_WORKERS) --dist loadgroup --durations=25 $(PYTEST_ARGS)
 
 venv: $(VENV)/.installed
 

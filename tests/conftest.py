@@ -34,6 +34,22 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
             pytest.skip("needs a CUDA device")
 
 
+# `make test` runs the suite in several processes (pytest-xdist, --dist loadgroup). A file's
+# tests stay in one process, so its module fixtures (images, tasks) are made once; the files
+# that start engines or Ray clusters of their own share one process, so two never overlap.
+ONE_PROCESS = {"test_cluster.py", "test_remote_engines.py", "test_daemon_restart.py",
+               "test_eval.py"}
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if not config.pluginmanager.hasplugin("xdist"):
+        return
+    for item in items:
+        name = item.path.name
+        item.add_marker(pytest.mark.xdist_group("engines" if name in ONE_PROCESS
+                                                else str(item.path)))
+
+
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     """No container this test process made may outlive it."""
     owners.close_all()
