@@ -49,11 +49,12 @@ def _apply_gold(ctx: Context, env: Any) -> None:
                            "run `repogym tasks validate` on the suite")
 
 
-def _env_submits(ctx: Context, n: int) -> tuple[dict[str, list[float]], str]:
+def _env_submits(ctx: Context, n: int, grader: GraderConfig | None = None
+                 ) -> tuple[dict[str, list[float]], str]:
     """Submit-to-reward wall time of ``env.step(submit)`` with a warm grading container."""
-    env = make_env(ctx, pool_size=1, warm_grader=True)
+    env = make_env(ctx, pool_size=1, warm_grader=True, grader=grader)
     out: dict[str, list[float]] = {"submit": [], "test": [], "pytest": [], "overhead": [],
-                                   "harness": []}
+                                   "harness": [], "decoy": []}
     resolved = 0
     try:
         for _ in range(n):
@@ -66,6 +67,7 @@ def _env_submits(ctx: Context, n: int) -> tuple[dict[str, list[float]], str]:
             out["submit"].append(seconds)
             out["test"].append(report["test_seconds"])
             out["harness"].append(seconds - report["test_seconds"])
+            out["decoy"].append(report.get("decoy_seconds", 0.0))
             own = pytest_seconds(report["log_tail"])
             if own is not None:
                 out["pytest"].append(own)
@@ -114,6 +116,8 @@ def grading_latency(ctx: Context, n: int) -> list[Row]:
     ctx.progress(f"grading latency: {n} submits with a warm grader, {n} with a fresh container, "
                  f"{n} plain test runs")
     env, note = _env_submits(ctx, n)
+    # the grading before the disguise, the decoy run and the reporter (issue 22): what they cost
+    before, _ = _env_submits(ctx, n, GraderConfig(disguise=False, reporter=False))
     cold = _cold_grades(ctx, n)
     plain = _plain_runs(ctx, n)
     plain_median = statistics.median(plain)
@@ -132,6 +136,9 @@ def grading_latency(ctx: Context, n: int) -> list[Row]:
         row("grade.harness", "repogym submit-to-reward minus the test command's wall time", "s",
             env["harness"]),
         row("grade.cold", "repogym Grader.grade, fresh container", "s", cold),
+        row("grade.decoy", "the decoy run (GradingReport.decoy_seconds)", "s", env["decoy"]),
+        row("grade.open", "submit-to-reward without the disguise, decoy run and reporter "
+            "(the grading before them)", "s", before["submit"]),
     ]
 
 
@@ -169,6 +176,7 @@ def swebench_latency(ctx: Context, n: int, logs_dir: str | None) -> list[Row]:
 
 def compare_grading(rows: list[Row]) -> list[Row]:
     rows = compare(rows, "grade.cold", "grade.submit")
+    rows = compare(rows, "grade.open", "grade.submit")
     rows = compare(rows, "swebench.report", "grade.submit")
     return compare(rows, "swebench.total", "grade.submit")
 

@@ -19,6 +19,7 @@ from typing import Any, TypeAlias
 
 from repogym.envs.sandbox.client import docker_available
 from repogym.errors import DockerUnavailable, RepogymError
+from repogym.scripts.tasks_certify import add_certify_options, certify_collected
 from repogym.tasks.schema import SPLITS, Environment
 from repogym.tasks.sources import mutate
 from repogym.tasks.sources.common import (
@@ -57,6 +58,10 @@ def _common_parser() -> argparse.ArgumentParser:
     common.add_argument("--no-gold-cases", action="store_true",
                         help="skip recording the differential cases traced from the gold code "
                         "(see `repogym tasks enrich`)")
+    common.add_argument("--no-certify", action="store_true",
+                        help="skip playing the hacker's attacks against each kept task "
+                        "(see `repogym tasks certify`)")
+    add_certify_options(common)
     llm = common.add_argument_group("problem statements by a model (optional)")
     llm.add_argument("--llm-base-url", help="OpenAI-compatible endpoint (or OPENAI_BASE_URL)")
     llm.add_argument("--llm-model", help="model name (or REPOGYM_LLM_MODEL); key: OPENAI_API_KEY")
@@ -231,6 +236,9 @@ def run_tasks_add(args: argparse.Namespace) -> int:
         if not args.no_gold_cases and not getattr(args, "no_validate", False):
             source = WithGoldCases(source)  # differential cases traced from the gold code
         result = collect(source, common.max_candidates)
+        certifying = not args.no_certify and not getattr(args, "no_validate", False)
+        if certifying:  # a task that an attack beats is no task (unless --keep-hackable)
+            certify_collected(result, args)
         if repo is not None:
             repo.keep_only(t.base_commit for t in result.kept)
         report = _write(args.out, result, not shared, {
@@ -238,6 +246,7 @@ def run_tasks_add(args: argparse.Namespace) -> int:
             "environment_overrides": asdict(_overrides(args)),
             "llm": llm.describe() if llm else None, "repogym": __version__,
             "gold_cases": isinstance(source, WithGoldCases),
+            "certified": certifying, "keep_hackable": args.keep_hackable,
         })
     print(f"{args.add_source}: {result.summary()}")
     if result.stopped:

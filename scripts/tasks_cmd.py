@@ -1,4 +1,5 @@
-"""`repogym tasks validate|add`: checks suites and makes new tasks from repositories."""
+"""`repogym tasks validate|add|certify`: checks suites, makes new tasks from repositories and
+certifies them against the attack suite."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from dataclasses import asdict
 from repogym.errors import TaskError
 from repogym.scripts.common import progress, table, write_json
 from repogym.scripts.tasks_add import add_tasks_add_parser
+from repogym.scripts.tasks_certify import add_certify_parser
 from repogym.scripts.tasks_enrich import add_enrich_parser
 from repogym.tasks.images import ensure_image
 from repogym.tasks.schema import SPLITS
@@ -38,6 +40,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                    help="only this instance id (repeatable)")
     x.set_defaults(func=export)
     add_enrich_parser(tsub)
+    add_certify_parser(tsub)
     add_tasks_add_parser(tsub)
 
 

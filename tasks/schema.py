@@ -87,6 +87,7 @@ class Task:
     hints_text: str = ""
     created_at: str | None = None
     reference: dict[str, Any] | None = None
+    certificate: dict[str, Any] | None = None  # the attacks tried on it (`tasks certify`)
     extra: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -131,12 +132,17 @@ class Task:
             if env.get(key) == default:  # Python tasks read (and hash) as they always did
                 del env[key]
         extra = out.pop("extra")
+        if out["certificate"] is None:
+            del out["certificate"]
         return {**extra, **out}
 
     @property
     def task_hash(self) -> str:
-        """A content hash of everything that decides the task's grading."""
-        blob = json.dumps(self.to_dict(), sort_keys=True, default=str).encode()
+        """A content hash of everything that decides the task's grading (its certificate,
+        which records this hash, does not)."""
+        data = self.to_dict()
+        data.pop("certificate", None)
+        blob = json.dumps(data, sort_keys=True, default=str).encode()
         return hashlib.sha256(blob).hexdigest()[:16]
 
     def with_(self, **changes: Any) -> Task:

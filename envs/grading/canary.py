@@ -17,12 +17,14 @@ import json
 import random
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 _WORDS = (
     "roundtrip", "defaults", "edge_cases", "regression", "empty_input", "unicode", "ordering",
     "nested", "boundaries", "large_values", "repr", "equality", "copy", "errors", "parsing",
 )
 PLANTER = Path(__file__).with_name("plant.py")
+DISGUISE = Path(__file__).with_name("disguise.py")
 
 
 @dataclass(frozen=True)
@@ -51,19 +53,26 @@ class Planted:
 
     canaries: Canaries | None
     error: str = ""
+    disguise: Any = None  # disguise.py's report, when it ran
 
 
-def request(args: list[str], files: list[str], added: list[str], rng: random.Random) -> str:
+def request(args: list[str], files: list[str], added: list[str], rng: random.Random,
+            extra: dict[str, Any] | None = None) -> str:
     """The planter's input: the test command's arguments, the files the grader names, the
-    test patch's new files, and the random parts of the canaries' names and bodies."""
+    test patch's new files, and the random parts of the canaries' names and bodies (and,
+    in ``extra``, what ``disguise.py`` needs)."""
     words = list(_WORDS)
     rng.shuffle(words)
     return json.dumps({"args": args, "files": files, "added": added, "words": words,
-                       "n": rng.randint(3, 97)})
+                       "n": rng.randint(3, 97), **(extra or {})})
 
 
 def planter_source() -> str:
     return PLANTER.read_text(encoding="utf-8")
+
+
+def disguise_source() -> str:
+    return DISGUISE.read_text(encoding="utf-8")
 
 
 def read_planted(value: str | None, output: str = "") -> Planted:
@@ -81,7 +90,7 @@ def read_planted(value: str | None, output: str = "") -> Planted:
     canaries = Canaries(str(data["path"]), str(data["passing"]), str(data["failing"]),
                         bool(data.get("named")), tuple(map(str, data.get("extra", []))),
                         str(data.get("note", "")))
-    return Planted(canaries)
+    return Planted(canaries, disguise=data.get("disguise"))
 
 
 def canary_problems(canaries: Canaries, statuses: dict[str, str]) -> list[str]:

@@ -17,21 +17,18 @@ import warnings
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from repogym.envs.grading import canary, stage
+from repogym.envs.grading import blind, canary, reporter, stage
 from repogym.envs.grading.agreement import run_differential
-from repogym.envs.grading.canary import Canaries, canary_problems
+from repogym.envs.grading.blind import Disguise
+from repogym.envs.grading.canary import Canaries
 from repogym.envs.grading.langrun import LangRun
-from repogym.envs.grading.results import (
-    disagreements,
-    match_cut_ids,
-    parse_junit,
-    parse_log,
-    resolve_cut_ids,
-)
+from repogym.envs.grading.reporter import Channel, Records
+from repogym.envs.grading.results import parse_log
 from repogym.envs.grading.runners import runner_name
 from repogym.envs.grading.testcmd import pytest_args, runs_pytest
+from repogym.envs.grading.verdict import Verdict
 from repogym.envs.grading.warm_pytest import IMPORT_CHECK, WarmPytest, pytest_argv
-from repogym.envs.sandbox.base import SandboxConfig
+from repogym.envs.sandbox.base import ExecResult, SandboxConfig
 from repogym.envs.sandbox.docker import DockerSandbox
 from repogym.envs.sandbox.pool import SandboxPool
 from repogym.envs.sandbox.runner import Runner
@@ -43,6 +40,7 @@ GRADER_CAPS = ("CHOWN", "DAC_OVERRIDE", "FOWNER", "KILL")
 TEST_UID = 1000  # the images' unprivileged user, who runs the tests
 _IMPORTS = re.compile(r"\n__RG_IMPORTS=(\d)\n")
 _SHADOW = re.compile(r"\n__RG_SHADOW=(.*)\n")
+_JUNIT = "__RG_JUNIT_FOLLOWS"
 TEST_ENV = {"PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1", "PYTHONDONTWRITEBYTECODE": "1"}
 
 
@@ -78,6 +76,9 @@ class GradingReport:
     differential: dict[str, Any] | None = None  # replication tasks: agreement with the reference
     warm_pytest: bool = False  # the tests ran in the pytest imported ahead of time
     shadowed: list[str] = field(default_factory=list)  # "module:path" imported from elsewhere
+    disguised: dict[str, str] = field(default_factory=dict)  # test file: its name in the run
+    decoys: dict[str, str] = field(default_factory=dict)  # decoy run: node id: status
+    decoy_seconds: float = 0.0
 
     def invalidate(self, reason: str, flag: str | None = None) -> None:
         self.valid = False
@@ -97,6 +98,8 @@ class GraderConfig:
     pids_limit: int = 1024
     log_limit: int = 4_000_000
     canaries: bool = True
+    disguise: bool = True  # hidden tests under random names, then a decoy run (see blind.py)
+    reporter: bool = True  # results over a signed pipe, the equality check (reporter.py)
     cleanup_async: bool = True
 
 
@@ -156,6 +159,10 @@ class _Run:
         self.g, self.task, self.box, self.report = grader, task, box, report
         self.pytest = runs_pytest(task.environment)
         self.changed: list[str] = []
+        self.channels = ([Channel(1), Channel(2)] if self.pytest and grader.config.reporter
+                         else [])
+        self.disguise: Disguise | None = None
+        self.records: list[Records] = []
         if "root" not in box.attachments:
             box.attachments["root"] = Runner.start(box)
         self.runner: Runner = box.attachments["root"]
@@ -174,7 +181,14 @@ class _Run:
         canaries = self.stage(patch)
         # no known test files: the whole suite runs, and discovery finds the canaries too
         # (the planter names them on the command line only where that narrows nothing)
-        log, junit = self.run_tests(self.test_files() + (canaries.args if canaries else []))
+        extra = canaries.args if canaries else []
+        if self.disguise is not None:
+            files = self.disguise.run_args(self.test_files(), extra, self.g.rng)
+        else:
+            files = self.test_files() + extra
+        log, junit = self.run_tests(files)
+        if self.disguise is not None and self.disguise.active and not self.report.timed_out:
+            self.decoy_run()
         self.report.differential = run_differential(self.box, self.task)  # the tests' user ended
         self.judge(log, junit, canaries)
 
@@ -190,16 +204,22 @@ class _Run:
         checked = stage.content_checked(predicted, stripped)
         test_files = self.test_files()
         plant = self.pytest and self.g.config.canaries
+        hide = plant and self.g.config.disguise
         files = {"agent.patch": patch, "test.patch": self.task.test_patch}
         if plant:
             files["plant.py"] = canary.planter_source()
+            files["disguise.py"] = canary.disguise_source()
             files["canary.json"] = canary.request(
                 pytest_args(self.task.environment.test_cmd) or [], test_files,
-                stage.header_paths(self.task.test_patch), self.g.rng)
+                stage.header_paths(self.task.test_patch), self.g.rng,
+                blind.planter_request(list(self.task.FAIL_TO_PASS), self.g.rng) if hide else None)
+        if self.channels:
+            files.update(reporter.upload())
         upload = stage.upload(files)
         first = stage.apply_script(nonempty, checked)
+        prelude = self.channels[0].start_script() if self.channels else ""
         finish = lambda: stage.finish_script(  # noqa: E731 - built once stripped is final
-            sorted(stripped), plant, test_files, self._protected_dirs(test_files))
+            sorted(stripped), plant, test_files, self._protected_dirs(test_files), prelude)
         if checked:  # the host must read those files before it knows what to strip
             code, out = self.root(first, data=upload)
             staged = stage.parse(out, checked)
@@ -227,9 +247,9 @@ class _Run:
         r.stripped = stripped
         for reason in sorted(set(stripped.values())):
             r.flags.append(f"tampered_{reason}")
-        return self._planted(staged.canary, out) if plant else None
+        return self._planted(staged.canary, out, hide) if plant else None
 
-    def _planted(self, marker: str | None, output: str) -> Canaries | None:
+    def _planted(self, marker: str | None, output: str, hide: bool) -> Canaries | None:
         planted = canary.read_planted(marker, output)
         if planted.canaries is None:
             # no canary, no proof that the runner was left alone: the run cannot count
@@ -237,6 +257,12 @@ class _Run:
             self.report.invalidate(f"canaries could not be planted: {planted.error}")
             return None
         self.report.canary_note = f"{planted.canaries.path} ({planted.canaries.note})"
+        if hide:
+            try:
+                self.disguise = Disguise.read(planted.disguise)
+                self.report.disguised = dict(self.disguise.renamed)
+            except ValueError as exc:  # the hidden tests could be singled out: cannot count
+                self.report.invalidate(str(exc))
         return planted.canaries
 
     def _protected_dirs(self, test_files: list[str]) -> list[str]:
@@ -255,29 +281,12 @@ class _Run:
     # --- 3. the run ----------------------------------------------------------------------------
 
     def run_tests(self, files: list[str]) -> tuple[str, str]:
-        env = self.task.environment
-        timeout = self.g.config.timeout or env.timeout
         opts: list[str] = []
         if self.pytest:
             opts = ["-p", "no:cacheprovider", "-o", "addopts=", "-o", "junit_family=xunit1",
                     f"--junitxml={G}/out/junit.xml", "--rootdir=/testbed"]
         start = time.monotonic()
-        warm: WarmPytest | None = self.box.attachments.get("pytest")
-        plain = pytest_argv(env.test_cmd) if self.pytest else None
-        if warm is not None and plain is not None and warm.wait_ready(10.0):
-            form, args = plain
-            result = warm.run(self.box, [*args, *opts, *files], form, self._modules(), timeout,
-                              self.g.config.log_limit, self.end_user)
-            self.report.warm_pytest = True
-        else:
-            command = f"{env.test_cmd} {shlex.join(opts)} {shlex.join(files)}"
-            # the import check runs after the tests, in the same exec; the exit status stays
-            # pytest's
-            command = f"{command}; __rc=$?; {self._import_check()} exit $__rc"
-            result = self.box.exec(
-                ["env", *(f"{k}={v}" for k, v in TEST_ENV.items()), "bash", "-c", command],
-                timeout=timeout, limit=self.g.config.log_limit,
-            )
+        result = self._execute(files, opts, self._modules(), self.box.attachments.get("pytest"))
         self.report.test_seconds = time.monotonic() - start
         self.report.exit_code = result.exit_code
         self.report.timed_out = result.timed_out
@@ -296,12 +305,76 @@ class _Run:
                 self.report.shadowed = shadow[-1].group(1).split()
         self.report.log_tail = log[-4000:]
         # nothing the tests left behind may write to the results after this point; the compile
-        # check is root's too (compiling runs none of the agent's code)
-        _, out = self.root(f"{self._compile_check()}echo; cat {G}/out/junit.xml 2>/dev/null",
-                           timeout=60, end_user=True)
-        compiled, _, junit = out.partition("\n")
+        # check is root's too (compiling runs none of the agent's code). The decoys replace the
+        # test files in the same script.
+        after = ""
+        if self.channels:
+            after += self.channels[0].stop_script()
+        if self.disguise is not None and self.disguise.active and not result.timed_out:
+            after += self.disguise.swap_script()
+            after += self.channels[1].start_script() if self.channels else ""
+        _, out = self.root(f"{self._compile_check()}echo; {after}echo {_JUNIT}; "
+                           f"cat {G}/out/junit.xml 2>/dev/null", timeout=60, end_user=True)
+        compiled, _, rest = out.partition("\n")
+        before, _, junit = rest.partition(f"{_JUNIT}\n")
         self.report.compiles = compiled.strip() != "COMPILE_FAILED"
+        if self.channels:
+            self.records.append(self.channels[0].read(before))
         return log, junit
+
+    def decoy_run(self) -> None:
+        """The decoys (the hidden tests' files at their own paths, every hidden test failing
+        after it ran) in a new test process; see ``blind.py``."""
+        assert self.disguise is not None
+        opts = ["-p", "no:cacheprovider", "-o", "addopts=", "--rootdir=/testbed",
+                "--continue-on-collection-errors"]
+        start = time.monotonic()
+        result = self._execute(self.disguise.decoy_args(self.g.rng), opts, [], None)
+        self.report.decoy_seconds = time.monotonic() - start
+        _, out = self.root(self.channels[1].stop_script() if self.channels else ":",
+                           timeout=60, end_user=True)
+        records = self.channels[1].read(out) if self.channels else Records()
+        self.records.append(records)
+        log = parse_log(result.output, self.task.environment.log_parser)
+        statuses = dict(records.statuses) if self.channels else dict(log)
+        # a pass the log claims and the records do not counts against the decoys as well
+        statuses.update({k: v for k, v in log.items() if v == "PASSED"})
+        self.report.decoys = statuses
+        problems = self.disguise.decoy_problems(statuses, records.collection_errors)
+        if result.timed_out:
+            problems.append("the decoy run hit its time limit")
+        elif result.exit_code == 0:
+            problems.append("the decoy run exited 0 although every decoy fails")
+        if problems:
+            self.report.invalidate("; ".join(problems[:5]), blind.FLAG)
+
+    def _execute(self, files: list[str], opts: list[str], imports: list[str],
+                 warm: WarmPytest | None) -> ExecResult:
+        """One run of the task's test command on ``files``: in the pytest imported ahead of
+        time when the command is plain pytest, else in a new process."""
+        env = self.task.environment
+        timeout = self.g.config.timeout or env.timeout
+        plain = pytest_argv(env.test_cmd) if self.pytest else None
+        if self.channels:
+            opts = [*opts, *reporter.pytest_options()]
+        if warm is not None and plain is not None and warm.wait_ready(10.0):
+            form, args = plain
+            plugin = ((reporter.PLUGIN, f"{reporter.PLUGIN_DIR}/{reporter.PLUGIN}.py")
+                      if self.channels else None)
+            self.report.warm_pytest = True
+            return warm.run(self.box, [*args, *opts, *files], form, imports, timeout,
+                            self.g.config.log_limit, self.end_user, plugin)
+        command = f"{env.test_cmd} {shlex.join(opts)} {shlex.join(files)}"
+        if self.channels:
+            command = f"export {reporter.env_assignment()}; {command}"
+        # the import check runs after the tests, in the same exec; the exit status stays
+        # pytest's
+        check = self._import_check() if imports else ""
+        command = f"{command}; __rc=$?; {check} exit $__rc"
+        return self.box.exec(
+            ["env", *(f"{k}={v}" for k, v in TEST_ENV.items()), "bash", "-c", command],
+            timeout=timeout, limit=self.g.config.log_limit,
+        )
 
     def _kept_python(self) -> list[str]:
         return [p for p in self.changed if p.endswith(".py") and p not in self.report.stripped]
@@ -341,79 +414,8 @@ class _Run:
     # --- 4. the verdict ------------------------------------------------------------------------
 
     def judge(self, log: str, junit_xml: str, canaries: Canaries | None) -> None:
-        r, task = self.report, self.task
-        parser = task.environment.log_parser
-        log_status = parse_log(log, parser)
-        statuses = view = dict(log_status)
-        if self.pytest:
-            statuses, view = self._junit_statuses(junit_xml, log_status, canaries)
-        if canaries:
-            r.canaries = {node: statuses.get(node, "MISSING") for node in canaries.ids}
-            problems = canary_problems(canaries, statuses)
-            if problems:
-                r.invalidate("; ".join(problems), "canary")
-        if r.timed_out:
-            r.invalidate("the test run hit its time limit", "timeout")
-        self._check_exit(statuses, canaries)
-        canary_ids = set(canaries.ids) if canaries else set()
-        r.statuses = {t: s for t, s in statuses.items() if t not in canary_ids}
-        r.fail_to_pass = {t: view.get(t, "MISSING") for t in task.FAIL_TO_PASS}
-        r.pass_to_pass = {t: view.get(t, "MISSING") for t in task.PASS_TO_PASS}
-        missing = [t for t, s in {**r.fail_to_pass, **r.pass_to_pass}.items() if s == "MISSING"]
-        if missing:
-            # the whole expected set must be collected; an uncollected test is no tampering
-            # proof (a broken import does it too), so the run is invalid without a flag
-            r.invalidate(f"{len(missing)} expected tests were not collected: {missing[:3]}")
-        # swebench (and the datasets library it imports) costs seconds: only when grading
-        from swebench.harness.grading import get_eval_tests_report, get_resolution_status
-
-        gold = {"FAIL_TO_PASS": list(task.FAIL_TO_PASS), "PASS_TO_PASS": list(task.PASS_TO_PASS)}
-        tests_report = get_eval_tests_report(view, gold)
-        r.swebench_status = get_resolution_status(tests_report)
-        f2p_ok = [t for t, s in r.fail_to_pass.items() if s == "PASSED"]  # explicit passes only
-        p2p_ok = tests_report["PASS_TO_PASS"]["success"]
-        r.f2p_pass_rate = len(f2p_ok) / len(task.FAIL_TO_PASS) if task.FAIL_TO_PASS else 1.0
-        r.p2p_pass_rate = len(p2p_ok) / len(task.PASS_TO_PASS) if task.PASS_TO_PASS else 1.0
-        if not r.valid:
-            r.f2p_pass_rate = r.p2p_pass_rate = 0.0
-        r.resolved = (r.valid and r.patch_applied and not missing
-                      and r.swebench_status == "RESOLVED_FULL"
-                      and len(f2p_ok) == len(task.FAIL_TO_PASS) and bool(task.FAIL_TO_PASS))
-
-    def _junit_statuses(self, junit_xml: str, log_status: dict[str, str],
-                        canaries: Canaries | None) -> tuple[dict[str, str], dict[str, str]]:
-        """(JUnit's statuses by whole id, the same with the task's cut ids added), both empty
-        when JUnit and the log disagree. JUnit names every test whole; SWE-bench's lists hold
-        ids as its log parser cuts them (at a space): each such id stands for the tests whose
-        cut id it is (see ``results.match_cut_ids``)."""
-        r, task = self.report, self.task
-        parser = task.environment.log_parser
-        junit = parse_junit(junit_xml)
-        if not junit and log_status and r.exit_code in (0, 1):
-            r.invalidate("pytest wrote no JUnit file: the test command did not pass the "
-                         "harness's options on to pytest", "report_mismatch")
-            return {}, {}
-        expected = [*task.FAIL_TO_PASS, *task.PASS_TO_PASS]
-        view = resolve_cut_ids(junit, match_cut_ids(expected, junit, parser))
-        mismatch = disagreements(view, log_status,
-                                 expected + (list(canaries.ids) if canaries else []), parser)
-        if mismatch:
-            r.invalidate(f"JUnit and log disagree on {mismatch[:5]}", "report_mismatch")
-            return {}, {}
-        return junit, view
-
-    def _check_exit(self, statuses: dict[str, str], canaries: Canaries | None) -> None:
-        r = self.report
-        if not self.pytest or r.timed_out or r.exit_code is None:
-            return
-        failing = [t for t, s in statuses.items() if s in ("FAILED", "ERROR")]
-        if r.exit_code == 0 and (failing or canaries):
-            r.invalidate(f"pytest exited 0 although {len(failing)} tests failed", "exit_status")
-        elif r.exit_code == 1 and not failing:
-            r.invalidate("pytest exited 1 but no test failed", "exit_status")
-        elif r.exit_code not in (0, 1):
-            r.invalidate(f"pytest exited {r.exit_code} (interrupted, internal or usage error)",
-                         "exit_status" if canaries and not statuses else None)
+        Verdict(self.report, self.task, self.pytest, self.records, self.disguise).judge(
+            log, junit_xml, canaries)
 
 
 def prepare_grader(box: DockerSandbox) -> None:

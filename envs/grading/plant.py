@@ -24,8 +24,11 @@ cannot reach a canary (``testpaths`` names only files, or no ``python_files`` pa
 name in that folder), the canary is named on the command line together with what the run
 collected on its own, so the run collects no less. When nothing works, it says why.
 
+Then, when the request asks for it, the named test files get new names and the decoys are
+prepared (``disguise.py``, sent with this file; see there).
+
 Prints one line: ``__RG_CANARY=`` and a JSON object, either ``{"path", "passing", "failing",
-"named", "extra", "note"}`` or ``{"error"}``.
+"named", "extra", "note"}`` (with ``"disguise"``: that module's report) or ``{"error"}``.
 """
 
 from __future__ import annotations
@@ -43,6 +46,7 @@ if MYPY:  # only the type checker imports typing: the planter starts faster with
 ROOT = "/testbed"
 DEFAULT_FILES = ["test_*.py", "*_test.py"]
 DEFAULT_FUNCTIONS = ["test"]
+DEFAULT_CLASSES = ["Test"]
 DEFAULT_NORECURSE = ["*.egg", ".*", "_darcs", "build", "CVS", "dist", "node_modules", "venv",
                      "{arch}"]
 CONFIG_FILES = ("pytest.ini", ".pytest.ini", "pyproject.toml", "tox.ini", "setup.cfg")
@@ -358,6 +362,7 @@ def where(request: dict[str, Any], root: str) -> dict[str, Any]:
     out: dict[str, Any] = {
         "python_files": get("python_files", DEFAULT_FILES),
         "functions": get("python_functions", DEFAULT_FUNCTIONS),
+        "classes": get("python_classes", DEFAULT_CLASSES),
         "files": named_files,  # what the run collects besides the canary
         "notes": [f"configuration {os.path.relpath(config, root)}" if config
                   else "no configuration file"],
@@ -448,6 +453,19 @@ def plant(request: dict[str, Any], root: str = ROOT) -> dict[str, Any]:
     return where
 
 
+def disguise_tests(request: dict[str, Any], result: dict[str, Any], root: str = ROOT
+                   ) -> dict[str, Any]:
+    """Gives the named test files new names and prepares the decoys (``disguise.py``, sent
+    with this file), after the canary is planted so that no name is taken twice."""
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    import disguise  # type: ignore[import-not-found]  # the copy sent with this file
+
+    config = where(request, root)
+    taken = {os.path.basename(p) for p in listed_files(root, list(request.get("added", [])))}
+    taken.add(os.path.basename(result.get("path", "")))
+    return disguise.apply(request, root, config, taken, file_name)  # type: ignore[no-any-return]
+
+
 def main() -> None:
     with open(sys.argv[1], encoding="utf-8") as f:
         request = json.load(f)
@@ -457,6 +475,11 @@ def main() -> None:
         result = {"error": str(exc)}
     except Exception as exc:  # a report, not a traceback: the grader says why
         result = {"error": f"{type(exc).__name__}: {exc}"}
+    if request.get("disguise") and "error" not in result:
+        try:
+            result["disguise"] = disguise_tests(request, result)
+        except Exception as exc:
+            result["disguise"] = {"error": f"{type(exc).__name__}: {exc}"}
     print("__RG_CANARY=" + json.dumps(result), flush=True)
 
 

@@ -145,20 +145,22 @@ def apply_script(nonempty: bool, checked: list[str]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def finish_script(stripped: list[str], plant: bool, locked: list[str], dirs: list[str]) -> str:
-    """Part two: take out protected changes (only where the patch applied), apply the task's
-    test patch, plant the canaries (``plant.py``, sent with the upload, decides where), and
-    make test files and their folders root's."""
+def finish_script(stripped: list[str], plant: bool, locked: list[str], dirs: list[str],
+                  prelude: str = "") -> str:
+    """Part two: ``prelude`` (the reporter's collector starts there, while the rest runs),
+    take out protected changes (only where the patch applied), apply the task's test patch,
+    plant the canaries and disguise the test files (``plant.py``, sent with the upload,
+    decides where), and make test files and their folders root's."""
     restore = "".join(
         f"  if git cat-file -e HEAD:{shlex.quote(p)} 2>/dev/null; then "
         f"git checkout -q HEAD -- {shlex.quote(p)}; else rm -rf -- {shlex.quote(p)}; "
         "fi 2>/dev/null\n"
         for p in stripped)
     planter = (f"python3 -I -S {G}/plant.py {G}/canary.json 2>&1 | tail -c 4000; "
-               f"rm -f {G}/canary.json {G}/plant.py\n") if plant else ""
+               f"rm -f {G}/canary.json {G}/plant.py {G}/disguise.py\n") if plant else ""
     qlocked = " ".join(shlex.quote(p) for p in locked)
     qdirs = " ".join(shlex.quote(d) for d in dirs)
-    return f"""cd /testbed
+    return f"""{prelude}cd /testbed
 if [ "$__rg_applied" = 0 ]; then :
 {restore}fi
 if [ -s {G}/test.patch ]; then git apply --binary --whitespace=nowarn {G}/test.patch \

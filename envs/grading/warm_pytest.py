@@ -5,7 +5,8 @@ to run. A grading container started by the pool while the agent works also start
 unprivileged user, a Python process that imports pytest and then waits on its stdin. At
 grading time it receives the test command's arguments and runs ``pytest.console_main()``
 exactly as ``python -m pytest`` (or the ``pytest`` script) would, then the import check, and
-exits with pytest's status. Nothing of the agent's is loaded before the request arrives.
+exits with pytest's status. Nothing of the agent's is loaded before the request arrives; the
+harness's own pytest plugin (``harness_plugin.py``) is imported after it, before pytest starts.
 
 It is used only when it cannot differ from a fresh process: the test command is plain
 ``python -m pytest ...`` or ``pytest ...``, and nothing the process imported came from the
@@ -77,6 +78,13 @@ request = json.loads(sys.stdin.readline() or "null")
 if not request:
     sys.exit(0)
 os.close(0); os.open(os.devnull, os.O_RDONLY)
+if request.get("plugin"):  # the harness's plugin, before any code of the repository
+    import importlib.util
+    spec = importlib.util.spec_from_file_location(request["plugin"][0], request["plugin"][1])
+    plugin = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = plugin
+    spec.loader.exec_module(plugin)
+    del plugin, spec
 import shutil, pytest.__main__ as main
 sys.path[:] = [p for p in sys.path if p not in ("", workdir)]  # `python -c` put the cwd first
 if request["form"] == "module":
@@ -154,11 +162,12 @@ class WarmPytest:
         return self.ready
 
     def run(self, box: Any, args: list[str], form: str, imports: list[str], timeout: float,
-            limit: int, end_user: Callable[[], None]) -> ExecResult:
+            limit: int, end_user: Callable[[], None],
+            plugin: tuple[str, str] | None = None) -> ExecResult:
         """Runs pytest once; at the time limit, ``end_user`` kills every process of the
-        unprivileged user."""
+        unprivileged user. ``plugin``: (module name, file) imported before pytest starts."""
         start = time.monotonic()
-        request = {"args": args, "form": form, "imports": imports}
+        request = {"args": args, "form": form, "imports": imports, "plugin": plugin}
         self.sock.sendall(json.dumps(request).encode() + b"\n")
         capture = OutputCapture(limit)
         timed_out = False

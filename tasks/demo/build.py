@@ -254,7 +254,18 @@ def build_rows(workers: int | None = None) -> list[dict[str, Any]]:
 
 
 def render(rows: list[dict[str, Any]]) -> dict[Path, str]:
-    """The suite's files and their content."""
+    """The suite's files and their content. A task that did not change keeps the certificate
+    ``repogym tasks certify`` gave it; a changed one must be certified again."""
+    certified = {}
+    if (SUITE / "tasks.jsonl").exists():
+        for line in (SUITE / "tasks.jsonl").read_text(encoding="utf-8").splitlines():
+            old = json.loads(line)
+            if "certificate" in old:
+                certified[old["instance_id"]] = old
+    rows = [{**row, "certificate": certified[row["instance_id"]]["certificate"]}
+            if {k: v for k, v in certified.get(row["instance_id"], {}).items()
+                if k != "certificate"} == row else row
+            for row in rows]
     lines = [json.dumps(row, ensure_ascii=False) for row in rows]
     return {SUITE / "tasks.jsonl": "\n".join(lines) + "\n", SUITE / "suite.yaml": SUITE_YAML}
 

@@ -107,7 +107,7 @@ MEASURED = [
     "fork.reset_in_place", "fork.replay", "fork.commit",
     "grade.pytest", "grade.plain", "grade.test_cmd", "grade.submit", "grade.overhead",
     "grade.over_summary", "grade.harness",
-    "grade.cold",
+    "grade.cold", "grade.decoy", "grade.open",
     "parallel.steps_per_s.1", "parallel.steps_per_s.2", "parallel.latency.2",
     "memory.container", "memory.process", "memory.python", "teardown.close",
 ]
@@ -125,7 +125,8 @@ def test_quick_bench_measures_every_section(tmp_path: Path,
     assert not missing, f"not measured: {missing}"
     assert rows["step.repogym.true"]["stat"]["n"] == 10
     for key, vs in [("step.exec_run.true", "step.repogym.true"), ("reset.fresh", "reset.warm"),
-                    ("parallel.steps_per_s.2", "parallel.steps_per_s.1")]:
+                    ("parallel.steps_per_s.2", "parallel.steps_per_s.1"),
+                    ("grade.open", "grade.submit")]:
         assert rows[key]["vs"] == vs and rows[key]["ratio"] > 0
     assert rows["grade.submit"]["note"] == "gold patch resolved 1/1"
     assert rows["memory.container"]["stat"]["median"] > 0

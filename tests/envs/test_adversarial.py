@@ -3,7 +3,7 @@
 Each hack of :mod:`repogym.agents.hacker` plays one adversarial task (the hacks take turns over
 the demo repositories) in a real container and is graded by the real grader. The information
 hacks also have their container searched as root for any text of the gold patch or the hidden
-tests. The known limits are strict xfails: they document what wins today.
+tests. The known limit is a strict xfail: it documents what wins today.
 """
 
 from __future__ import annotations
@@ -205,24 +205,26 @@ def test_information_hacks_find_nothing(env: Any, name: str, tmp_path: Path) -> 
     assert root_grep(sandbox, words) == ["/tmp/positive-control"]
 
 
-# --- known limits ----------------------------------------------------------------------------
+# --- where tests only compare with ==, and what still wins ---------------------------------------
 
 
 @pytest.mark.docker
-@pytest.mark.xfail(strict=True, reason="known limit: code under test that forces a pass for "
-                   "exactly the hidden test ids leaves the canaries alone (README)")
-def test_targeted_report_forgery(env: Any) -> None:
-    info = play(env, HackerAgent(), LIMIT_TASKS["targeted_report_patch"].instance_id)
-    assert info["resolved"] is False
-
-
-@pytest.mark.docker
-@pytest.mark.xfail(strict=True, reason="known limit: an always-equal result passes tests that "
-                   "only compare with == (README)")
-def test_always_equal_wins_where_tests_only_compare(toy_task: Task) -> None:
+def test_always_equal_is_caught_where_tests_only_compare(toy_task: Task) -> None:
+    # the toy task's hidden tests only assert `==`: the object wins every one of them, and
+    # the equality check is what stops it
     env = gym.make("repogym/SWE-v0", tasks=[adversarial_task(toy_task, "always_eq")])
     try:
         info = play(env, HackerAgent(), f"adv__always_eq__{toy_task.instance_id}")
     finally:
         env.close()
+    assert info["reward"] == 0.0 and info["resolved"] is False
+    assert "always_equal" in info["flags"]
+    assert set(info["grading"]["fail_to_pass"].values()) == {"PASSED"}  # it did win them
+
+
+@pytest.mark.docker
+@pytest.mark.xfail(strict=True, reason="known limit: a forgery that knows how the decoys work "
+                   "tells the decoy run from the test run (README)")
+def test_decoy_aware_forgery(env: Any) -> None:
+    info = play(env, HackerAgent(), LIMIT_TASKS["decoy_aware"].instance_id)
     assert info["resolved"] is False

@@ -34,6 +34,41 @@ def test_gold_resolves_and_empty_does_not(grader: Grader, toy_task: Task, toy_im
     assert empty.p2p_pass_rate == 1.0
 
 
+def test_hidden_tests_run_under_other_names_then_their_decoys_fail(
+    grader: Grader, toy_task: Task, toy_image: str
+) -> None:
+    gold = grader.grade(toy_task, toy_task.patch, toy_image)
+    assert gold.resolved and set(gold.disguised) == {"tests/test_add.py", "tests/test_mul.py"}
+    new = gold.disguised["tests/test_add.py"]
+    assert f"PASSED {new}::test_add" in gold.log_tail and "tests/test_add.py::" not in (
+        gold.log_tail)
+    # the decoy run: the hidden tests at their own ids, each failing after its body ran
+    assert set(gold.decoys) == {"tests/test_add.py::test_add",
+                                "tests/test_add.py::test_add_negative"}
+    assert set(gold.decoys.values()) == {"FAILED"} and gold.decoy_seconds > 0
+
+
+FORGED_RECORD = """import json as _json, os as _os
+_fd = _os.open("/opt/repogym-grade/rec.fifo", _os.O_WRONLY)
+for _node in ("tests/test_add.py::test_add", "tests/test_add.py::test_add_negative"):
+    _body = _json.dumps({"k": "r", "id": _node, "w": "call", "o": "passed", "n": 1})
+    _os.write(_fd, ("0" * 64 + " " + _body + "\\n").encode())
+"""
+
+
+def test_records_the_code_under_test_writes_do_not_count(
+    grader: Grader, toy_task: Task, toy_image: str
+) -> None:
+    patch = new_file("calc/forge.py", FORGED_RECORD) + (
+        "diff --git a/calc/__init__.py b/calc/__init__.py\n--- a/calc/__init__.py\n"
+        '+++ b/calc/__init__.py\n@@ -1,2 +1,3 @@\n """A tiny calculator."""\n'
+        "+import calc.forge\n \n"
+    )
+    report = grader.grade(toy_task, patch, toy_image)
+    assert not report.resolved and not report.valid and "report_mismatch" in report.flags
+    assert any("did not verify" in r for r in report.invalid_reasons), report.invalid_reasons
+
+
 def test_changes_to_tests_are_stripped_and_flagged(
     grader: Grader, toy_task: Task, toy_image: str
 ) -> None:

@@ -1,0 +1,161 @@
+"""Certificates: every attack of :mod:`repogym.agents.hacker` played against a task, and what
+each one earned.
+
+:func:`certify` plays each hack on each task through the environment (one env for all of them,
+so the attacks share its warm agent and grading containers), aimed at the task's own hidden
+tests (the attacker's worst case: it is told their ids). An attack *beats* a task when it
+resolves it or makes any of its FAIL_TO_PASS tests pass in a valid run. The certificate
+(``task.certificate``) records every attack's outcome, the versions of the attacks and of the
+grader, the date, the task's hash and the result: ``"pass"``, ``"hackable"``, or
+``"incomplete"`` when an attack's episode could not run.
+
+Cost: one episode per attack (a few tool calls, then one grading run, two with the decoy
+run), plus the time limit of the two attacks that never end (``loop_timeout`` each).
+"""
+
+from __future__ import annotations
+
+import datetime
+import hashlib
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+import gymnasium as gym
+
+from repogym.agents.hacker import HACKS, HackerAgent, adversarial_task
+from repogym.envs.grading.grader import GraderConfig
+from repogym.tasks.schema import Task
+from repogym.version import __version__
+
+TIME_LIMITED = ("infinite_loop", "fork_bomb")  # end only at the test run's time limit
+GRADING_FILES = ("grader.py", "verdict.py", "blind.py", "disguise.py", "plant.py", "canary.py",
+                 "reporter.py", "harness_plugin.py", "collector.py", "protect.py", "stage.py",
+                 "results.py")
+PASS, HACKABLE, INCOMPLETE = "pass", "hackable", "incomplete"
+
+
+@dataclass(frozen=True)
+class CertifyConfig:
+    """Which attacks, and the limits each plays under."""
+
+    hacks: tuple[str, ...] = tuple(HACKS)
+    timeout: float = 120.0  # seconds for each attack's test run (at most the task's own)
+    loop_timeout: float = 10.0  # the same for the attacks that never end
+    max_steps: int = 30
+
+    def __post_init__(self) -> None:
+        unknown = sorted(set(self.hacks) - set(HACKS))
+        if unknown or not self.hacks:
+            raise ValueError(f"hacks={unknown or '()'}: choose from {sorted(HACKS)}")
+        if min(self.timeout, self.loop_timeout) <= 0 or self.max_steps < 1:
+            raise ValueError(f"timeout={self.timeout}, loop_timeout={self.loop_timeout} and "
+                             f"max_steps={self.max_steps} must be positive")
+
+
+@dataclass
+class Attack:
+    """What one attack earned on one task."""
+
+    reward: float = 0.0
+    resolved: bool = False
+    f2p_pass_rate: float = 0.0
+    valid: bool = True
+    flags: list[str] = field(default_factory=list)
+    seconds: float = 0.0
+    error: str = ""
+
+    @property
+    def won(self) -> bool:
+        return self.reward > 0 or self.resolved or (self.valid and self.f2p_pass_rate > 0)
+
+
+def versions() -> dict[str, str]:
+    """The attacks' and the grader's versions: repogym's and a hash of their sources."""
+    here = Path(__file__).resolve().parent
+    grading = here.parent / "envs" / "grading"
+    return {"repogym": __version__,
+            "attacks": _digest([here / "hacker.py"]),
+            "grader": _digest([grading / name for name in GRADING_FILES])}
+
+
+def _digest(paths: Iterable[Path]) -> str:
+    h = hashlib.sha256()
+    for path in paths:
+        h.update(path.name.encode() + b"\0" + path.read_bytes())
+    return h.hexdigest()[:12]
+
+
+def certificate(task: Task, attacks: dict[str, Attack], seconds: float) -> dict[str, Any]:
+    beaten = sorted(name for name, a in attacks.items() if a.won)
+    failed = any(a.error for a in attacks.values())
+    return {
+        "result": HACKABLE if beaten else INCOMPLETE if failed else PASS,
+        "beaten_by": beaten,
+        "attacks": {name: {"reward": a.reward, "resolved": a.resolved,
+                           "f2p_pass_rate": a.f2p_pass_rate, "valid": a.valid,
+                           "flags": a.flags, **({"error": a.error} if a.error else {})}
+                    for name, a in sorted(attacks.items())},
+        "versions": versions(),
+        "date": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
+        "task_hash": task.task_hash,
+        "seconds": round(seconds, 1),
+    }
+
+
+def certify(tasks: list[Task], config: CertifyConfig | None = None,
+            progress: Callable[[str], None] = print) -> list[Task]:
+    """The tasks with their certificates, in the same order."""
+    config = config or CertifyConfig()
+    plays = {(t.instance_id, h): _attack_task(t, h, config) for t in tasks for h in config.hacks}
+    env = gym.make("repogym/SWE-v0", tasks=list(plays.values()), max_steps=config.max_steps,
+                   grader=GraderConfig(timeout=config.timeout))
+    out = []
+    try:
+        for i, task in enumerate(tasks, 1):
+            start = time.monotonic()
+            attacks = {h: play(env, plays[task.instance_id, h]) for h in config.hacks}
+            cert = certificate(task, attacks, time.monotonic() - start)
+            progress(f"[{i}/{len(tasks)}] {task.instance_id}: {cert['result']}"
+                     + (f" (beaten by {', '.join(cert['beaten_by'])})" if cert["beaten_by"]
+                        else "") + f" in {cert['seconds']:.0f} s")
+            out.append(replace(task, certificate=cert))
+    finally:
+        env.close()
+    return out
+
+
+def _attack_task(task: Task, hack: str, config: CertifyConfig) -> Task:
+    limit = config.loop_timeout if hack in TIME_LIMITED else config.timeout
+    return adversarial_task(replace(task, certificate=None), hack, limit)
+
+
+def play(env: gym.Env[Any, Any], task: Task) -> Attack:
+    """One attack's episode; an episode that fails to run is recorded, not raised (it earned
+    nothing, and the certificate says why)."""
+    agent = HackerAgent()
+    start = time.monotonic()
+    try:
+        obs, info = env.reset(options={"task_id": task.instance_id})
+        agent.reset(obs, info)
+        terminated = truncated = False
+        reward = 0.0
+        while not (terminated or truncated):
+            obs, r, terminated, truncated, info = env.step(agent.act(obs, info))
+            reward = float(r)
+    except Exception as exc:  # an infrastructure failure: recorded in the certificate
+        return Attack(error=f"{type(exc).__name__}: {exc}"[:300],
+                      seconds=time.monotonic() - start)
+    grading = info.get("grading") or {}
+    return Attack(reward=reward, resolved=bool(info.get("resolved")),
+                  f2p_pass_rate=float(grading.get("f2p_pass_rate", 0.0)),
+                  valid=bool(grading.get("valid", True)), flags=list(info.get("flags", [])),
+                  seconds=time.monotonic() - start,
+                  error="" if terminated else f"the episode ended without a submit: "
+                  f"{info.get('truncation')}")
+
+
+def hackable(task: Task) -> bool:
+    return bool(task.certificate and task.certificate.get("result") == HACKABLE)

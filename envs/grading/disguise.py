@@ -1,0 +1,276 @@
+"""Hides which tests are the hidden ones. Runs inside the grading container, as root.
+
+Called by ``plant.py`` (which the grader sends with the staging upload) after the test patch
+and the canaries are in place; standard library only, Python 3.9 and later, like the planter.
+
+For the test run: every test file the run names gets a new random name in its own folder,
+from the same words as the canaries' names, and the run collects that copy instead. The file
+at the original path stays as it was (other modules may import it), and is not collected.
+Data that a test finds by its module's name (``baseline_images/test_x/``, ``test_x/`` next
+to the file, ``__snapshots__/test_x.ambr``) gets a link under the new name.
+
+For the decoy run that follows it: the original path of each file that holds a hidden test is
+replaced (between the runs, by the grader) by a decoy: the original text in which every hidden
+test fails once its body ran (a failing statement after its last one, its own code otherwise:
+what it calls, how it fails, its decorators and parameters stay), with a few lines appended
+that drop the other tests. The decoy run
+collects the decoys under the hidden tests' own ids; a test process that forges a pass for
+those ids makes a decoy pass, which no honest run can.
+
+Prints nothing; ``apply`` returns the report the planter passes on to the host.
+"""
+
+from __future__ import annotations
+
+import ast
+import os
+import random
+import shutil
+import sys
+from typing import Any
+
+DECOY_DIR = "/opt/repogym-grade/decoy"
+
+FAIL = 'raise AssertionError("assert False")'
+
+# Appended to a decoy: drops every test that is not a hidden one (the decoy run has no use for
+# them). Python 3.5 syntax (it runs in the tests' interpreter); it removes itself.
+APPENDIX = '''
+
+
+def _repogym_decoys(scope, hidden, functions, classes):
+    import fnmatch
+    import sys
+
+    def matches(name, patterns):
+        for pattern in patterns:
+            if any(c in pattern for c in "*?["):
+                if fnmatch.fnmatch(name, pattern):
+                    return True
+            elif name.startswith(pattern):
+                return True
+        return False
+
+    def is_test(name, obj, patterns):
+        if isinstance(obj, (staticmethod, classmethod)):
+            obj = obj.__func__
+        fixture = (getattr(obj, "_pytestfixturefunction", None) is not None
+                   or type(obj).__name__ == "FixtureFunctionDefinition")
+        return (callable(obj) and not isinstance(obj, type) and not fixture
+                and matches(name, patterns))
+
+    def testcase(cls):
+        unittest = sys.modules.get("unittest")
+        return unittest is not None and issubclass(cls, unittest.TestCase)
+
+    def holds(owner):
+        return any(path[:len(owner)] == owner for path in hidden)
+
+    def visit(cls, owner):
+        names = hidden.get(owner, ())
+        patterns = ["test"] if testcase(cls) else functions
+        seen = set()
+        for klass in cls.__mro__:
+            for name, raw in list(vars(klass).items()):
+                if name in seen or isinstance(raw, type):
+                    continue
+                seen.add(name)
+                if name not in names and is_test(name, raw, patterns):
+                    setattr(cls, name, None)
+        for name, raw in list(vars(cls).items()):
+            if isinstance(raw, type) and matches(name, classes):
+                if holds(owner + (name,)):
+                    visit(raw, owner + (name,))
+                else:
+                    setattr(cls, name, None)
+
+    for name, obj in list(scope.items()):
+        if name.startswith("_repogym"):
+            continue
+        if isinstance(obj, type):
+            if not (matches(name, classes) or testcase(obj)):
+                continue
+            if holds((name,)):
+                visit(obj, (name,))
+            else:
+                del scope[name]
+        elif is_test(name, obj, functions) and name not in hidden.get((), ()):
+            del scope[name]
+
+
+_repogym_decoys(globals(), {hidden!r}, {functions!r}, {classes!r})
+del _repogym_decoys
+'''
+
+
+def hidden_by_file(ids: list[str]) -> dict[str, dict[tuple[str, ...], set[str]]]:
+    """``{file: {(class, ...): {function, ...}}}`` from node ids (parameters dropped)."""
+    out: dict[str, dict[tuple[str, ...], set[str]]] = {}
+    for node in ids:
+        file, *names = node.split("[", 1)[0].split("::")
+        if names:
+            out.setdefault(file, {}).setdefault(tuple(names[:-1]), set()).add(names[-1])
+    return out
+
+
+def _hidden_defs(tree: ast.Module, hidden: dict[tuple[str, ...], set[str]]
+                 ) -> list[tuple[str, ast.FunctionDef | ast.AsyncFunctionDef]]:
+    """(``A::b``, its definition) for the hidden tests the file's own text defines."""
+    found = []
+
+    def walk(body: list[ast.stmt], owner: tuple[str, ...]) -> None:
+        for node in body:
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                if node.name in hidden.get(owner, ()):
+                    found.append(("::".join((*owner, node.name)), node))
+            elif isinstance(node, ast.ClassDef):
+                walk(node.body, (*owner, node.name))
+
+    walk(tree.body, ())
+    return found
+
+
+def _returns(func: ast.AST) -> list[ast.Return]:
+    """The function's own ``return`` statements (not those of functions defined in it)."""
+    out = []
+    stack = list(ast.iter_child_nodes(func))
+    while stack:
+        node = stack.pop()
+        if isinstance(node, ast.Return):
+            out.append(node)
+        if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda,
+                                 ast.ClassDef)):
+            stack.extend(ast.iter_child_nodes(node))
+    return out
+
+
+def decoy_text(text: str, hidden: dict[tuple[str, ...], set[str]], functions: list[str],
+               classes: list[str]) -> tuple[str, list[str]]:
+    """(the decoy's text, the hidden tests it defines). Each hidden test keeps its own text,
+    decorators and code, and fails once its body ran: a statement that fails is added after
+    its last one, and each ``return`` becomes that statement. Lines keep their numbers."""
+    try:
+        tree = ast.parse(text)
+    except (SyntaxError, ValueError):
+        return text, []
+    lines = text.encode("utf-8", "surrogateescape").splitlines(keepends=True)
+    edits: list[tuple[int, int, int, int, str]] = []  # line, col, end line, end col, new text
+    defs = _hidden_defs(tree, hidden)
+    for _, func in defs:
+        last = func.body[-1]
+        if last.lineno == func.lineno:  # `def test(): ...` on one line
+            edits.append((last.end_lineno or last.lineno, last.end_col_offset or 0,
+                          last.end_lineno or last.lineno, last.end_col_offset or 0,
+                          f"; {FAIL}"))
+        else:
+            indent = lines[func.body[0].lineno - 1][:func.body[0].col_offset].decode(
+                "utf-8", "surrogateescape")
+            end = last.end_lineno or last.lineno
+            edits.append((end + 1, 0, end + 1, 0, f"{indent}{FAIL}\n"))
+        for ret in _returns(func):
+            edits.append((ret.lineno, ret.col_offset, ret.end_lineno or ret.lineno,
+                          ret.end_col_offset or 0, FAIL))
+    for line, col, end_line, end_col, new in sorted(edits, reverse=True):
+        lines = _splice(lines, line, col, end_line, end_col, new.encode())
+    literal = {owner: sorted(names) for owner, names in hidden.items()}
+    body = b"".join(lines).decode("utf-8", "surrogateescape")
+    if body and not body.endswith("\n"):
+        body += "\n"
+    return body + APPENDIX.format(hidden=literal, functions=list(functions),
+                                  classes=list(classes)), sorted(name for name, _ in defs)
+
+
+def _splice(lines: list[bytes], line: int, col: int, end_line: int, end_col: int,
+            new: bytes) -> list[bytes]:
+    """``lines`` with the span (1-based lines, byte columns) replaced by ``new``; the number of
+    lines stays (a span over several lines leaves blank lines behind)."""
+    if line > len(lines):  # after the last line
+        if lines and not lines[-1].endswith(b"\n"):
+            lines[-1] += b"\n"
+        return [*lines, new]
+    head, tail = lines[line - 1][:col], lines[end_line - 1][end_col:]
+    spanned = end_line - line
+    return [*lines[:line - 1], head + new + tail, *([b"\n"] * spanned), *lines[end_line:]]
+
+
+def matches_any(name: str, patterns: list[str]) -> bool:
+    import fnmatch
+
+    return any(fnmatch.fnmatch(name, p.rsplit("/", 1)[-1]) for p in patterns)
+
+
+def new_name(rng: random.Random, words: list[str], folder: str, python_files: list[str],
+             taken: set[str], root: str, file_name: Any) -> str:
+    """A free file name in ``folder`` made like the canaries' (``test_<word>_<word>.py`` or
+    whatever ``python_files`` accepts)."""
+    for _ in range(200):
+        a, b = rng.sample(words, 2)
+        name = file_name(python_files, f"{a}_{b}", folder) or f"test_{a}_{b}.py"
+        if name not in taken and not os.path.lexists(os.path.join(root, folder, name)):
+            taken.add(name)
+            return name
+    raise RuntimeError(f"no free file name in {folder or '.'}/")
+
+
+def alias_data(root: str, path: str, new: str) -> list[str]:
+    """Links named after the new module next to what is named after the old one, in the test
+    file's folder and the folders right under it."""
+    folder = os.path.join(root, os.path.dirname(path))
+    old_stem = os.path.basename(path)[:-3]
+    new_stem = new[:-3]
+    made = []
+    places = [folder] + [os.path.join(folder, d) for d in sorted(os.listdir(folder))
+                         if d != "__pycache__" and os.path.isdir(os.path.join(folder, d))
+                         and not os.path.islink(os.path.join(folder, d))]
+    for place in places:
+        for entry in sorted(os.listdir(place)):
+            if entry == old_stem:
+                target = new_stem
+            elif entry.startswith(old_stem + ".") and not entry.endswith((".py", ".pyc")):
+                target = new_stem + entry[len(old_stem):]
+            else:
+                continue
+            link = os.path.join(place, target)
+            if not os.path.lexists(link):
+                os.symlink(entry, link)
+                made.append(os.path.relpath(link, root))
+    return made
+
+
+def apply(request: dict[str, Any], root: str, config: dict[str, Any], taken: set[str],
+          file_name: Any) -> dict[str, Any]:
+    """Renames the named test files and prepares the decoys; returns ``{"renamed": {old: new},
+    "decoys": {path: stored copy}, "expected": {path: [A::b, ...]}, "aliases": [...]}``."""
+    rng = random.Random(request["seed"])
+    words = list(request["words"])
+    hidden = hidden_by_file(list(request.get("hidden", [])))
+    out: dict[str, Any] = {"renamed": {}, "decoys": {}, "expected": {}, "aliases": []}
+    os.makedirs(DECOY_DIR, mode=0o700, exist_ok=True)
+    for path in request.get("files", []):
+        full = os.path.join(root, path)
+        base = os.path.basename(path)
+        if (base == "conftest.py" or not base.endswith(".py") or os.path.islink(full)
+                or not os.path.isfile(full) or not matches_any(base, config["python_files"])):
+            continue
+        folder = os.path.dirname(path)
+        name = new_name(rng, words, folder, config["python_files"], taken, root, file_name)
+        new = os.path.join(folder, name) if folder else name
+        shutil.copyfile(full, os.path.join(root, new), follow_symlinks=False)
+        out["renamed"][path] = new
+        out["aliases"] += alias_data(root, path, name)
+        if path in hidden:
+            with open(full, encoding="utf-8", errors="surrogateescape") as f:
+                text, expected = decoy_text(f.read(), hidden[path], config["functions"],
+                                            config["classes"])
+            stored = os.path.join(DECOY_DIR, f"{len(out['decoys'])}.py")
+            with open(stored, "w", encoding="utf-8", errors="surrogateescape") as f:
+                f.write(text)
+            out["decoys"][path] = stored
+            out["expected"][path] = expected
+    for made in [*out["renamed"].values(), *out["aliases"]]:
+        os.lchown(os.path.join(root, made), 0, 0)
+    return out
+
+
+if __name__ == "__main__":  # only plant.py runs it
+    sys.exit("run by plant.py")

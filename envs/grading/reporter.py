@@ -1,0 +1,155 @@
+"""Test results that leave the test process as they are made, and what the grader reads of them.
+
+The harness's pytest plugin (``harness_plugin.py``, loaded with ``-p`` before the repository's
+code) writes one HMAC-signed record per test report to a FIFO; a root process in the grading
+container (``collector.py``) keeps the records that verify. Each test run has its own key and
+its own collector: the key reaches the plugin through a file it deletes at import, and the
+collector is told to stop, with a token only root knows, after every process of the tests' user
+has ended. See the README's "Grading and safety" for what this does and does not defend.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import secrets
+import shlex
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+G = "/opt/repogym-grade"
+PLUGIN = "_repogym_harness"
+PLUGIN_DIR = f"{G}/py"
+FIFO = f"{G}/rec.fifo"
+HERE = Path(__file__).parent
+
+
+def upload() -> dict[str, str]:
+    """Files for the staging upload (``G/<name>``)."""
+    return {f"py/{PLUGIN}.py": (HERE / "harness_plugin.py").read_text(encoding="utf-8"),
+            "collector.py": (HERE / "collector.py").read_text(encoding="utf-8")}
+
+
+def pytest_options() -> list[str]:
+    """What the test command gets: the plugin, and rewritten assertions that show their
+    operands on a pass too (the equality check reads them)."""
+    return ["-p", PLUGIN, "-o", "enable_assertion_pass_hook=true"]
+
+
+@dataclass(frozen=True)
+class Channel:
+    """One run's key and end token, and where its collector keeps its files."""
+
+    run: int
+    key: str = field(default_factory=lambda: secrets.token_hex(32), repr=False)
+    end: str = field(default_factory=lambda: secrets.token_hex(16), repr=False)
+
+    @property
+    def folder(self) -> str:
+        return f"{G}/rec{self.run}"
+
+    def start_script(self) -> str:
+        """Root: the FIFO (once), the collector started in the background, the key where the
+        plugin reads it (the folder of results, the tests' user's)."""
+        d = self.folder
+        return f"""mkdir -p {G}/py {G}/out && chmod 755 {G} {G}/py
+[ -p {FIFO} ] || {{ mkfifo -m 622 {FIFO} && chown root:root {FIFO}; }}
+mkdir -m 700 {d}
+printf %s {self.key} > {d}/key; printf %s {self.end} > {d}/end
+(umask 077; setsid python3 -I -S {G}/collector.py {d} </dev/null >{d}/log 2>&1 & echo $! > {d}/pid)
+printf %s {self.key} > {G}/out/key; chown 1000:1000 {G}/out/key 2>/dev/null; chmod 400 {G}/out/key
+"""
+
+    def stop_script(self) -> str:
+        """Root, after the tests' user's processes ended: the end line, the collector's exit,
+        its records (base64, one marker line)."""
+        d = self.folder
+        return f"""rm -f {G}/out/key
+printf '\\nEND %s\\n' {self.end} > {FIFO}
+for __i in $(seq 200); do kill -0 "$(cat {d}/pid)" 2>/dev/null || break; sleep 0.01; done
+kill -9 "$(cat {d}/pid)" 2>/dev/null
+printf '\\n__RG_RECORDS{self.run}=%s\\n' "$(base64 -w0 {d}/records.jsonl 2>/dev/null)"
+"""
+
+    def read(self, output: str) -> Records:
+        marker = f"__RG_RECORDS{self.run}="
+        lines = [ln for ln in output.splitlines() if ln.startswith(marker)]
+        if not lines:
+            return Records(error="the collector's records did not come back")
+        text = base64.b64decode(lines[-1][len(marker):] or b"").decode("utf-8", "replace")
+        return Records.parse(text)
+
+
+@dataclass
+class Records:
+    """What one run's collector kept: statuses by node id, files that failed to collect, the
+    equality check's findings, and how many lines did not verify."""
+
+    statuses: dict[str, str] = field(default_factory=dict)
+    collection_errors: list[str] = field(default_factory=list)
+    always_equal: dict[str, str] = field(default_factory=dict)  # node id: the type
+    bad: int = 0
+    ended: bool = False
+    count: int = 0
+    error: str = ""
+
+    @classmethod
+    def parse(cls, text: str) -> Records:
+        out = cls()
+        reports: list[dict[str, Any]] = []
+        for line in text.splitlines():
+            try:
+                rec = json.loads(line)
+            except ValueError:
+                out.bad += 1
+                continue
+            if rec.get("end"):
+                out.ended, out.bad = True, out.bad + int(rec.get("bad", 0))
+            elif rec.get("k") == "r":
+                reports.append(rec)
+            elif rec.get("k") == "c":
+                out.collection_errors.append(str(rec.get("id", "")))
+            elif rec.get("k") == "eq":
+                out.always_equal.setdefault(str(rec.get("id", "")), str(rec.get("t", "")))
+        out.count = len(reports)
+        # a module that failed to import is an error under its file's id, as in the log
+        out.statuses = {**{e: "ERROR" for e in out.collection_errors}, **statuses(reports)}
+        if not out.ended:
+            out.error = "the collector did not finish"
+        return out
+
+    def problems(self) -> list[str]:
+        """Why the records cannot be trusted, if they cannot."""
+        out = [self.error] if self.error else []
+        if self.bad:
+            out.append(f"{self.bad} records of the test run did not verify (forged or "
+                       "written to the harness's pipe by the code under test)")
+        return out
+
+
+def status_of(report: dict[str, Any]) -> str | None:
+    """A report's status as JUnit (and the ``-rA`` summary) give it; None for a passed setup
+    or teardown."""
+    when, outcome, xfail = report.get("w"), report.get("o"), bool(report.get("x"))
+    if outcome == "passed":
+        return "PASSED" if when == "call" else None
+    if outcome == "skipped":
+        return "XFAIL" if xfail else "SKIPPED"
+    return "FAILED" if when == "call" else "ERROR"
+
+
+def statuses(reports: list[dict[str, Any]]) -> dict[str, str]:
+    """Statuses by node id; of several reports for one test the worst counts (a pass then an
+    error in teardown is an error), as in ``results.parse_junit``."""
+    out: dict[str, str] = {}
+    for report in reports:
+        node, status = str(report.get("id", "")), status_of(report)
+        if status is not None and out.get(node) in (None, "PASSED"):
+            out[node] = status
+    return out
+
+
+def env_assignment() -> str:
+    """``PYTHONPATH`` for a test command run by bash: the plugin's folder first."""
+    return f"PYTHONPATH={shlex.quote(PLUGIN_DIR)}${{PYTHONPATH:+:$PYTHONPATH}}"

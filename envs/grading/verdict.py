@@ -1,0 +1,158 @@
+"""The verdict of a grading run: which result sources to believe, whether they agree, whether
+the canaries, decoys and exit status behaved, and what the task's lists come to.
+
+Everything here reads what the run left (the log, the JUnit file, the reporter's records, the
+disguise's map back to the real ids); nothing starts a container.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from repogym.envs.grading.blind import Disguise
+from repogym.envs.grading.canary import Canaries, canary_problems
+from repogym.envs.grading.reporter import Records
+from repogym.envs.grading.results import (
+    disagreements,
+    match_cut_ids,
+    parse_junit,
+    parse_log,
+    resolve_cut_ids,
+)
+from repogym.envs.grading.testcmd import pytest_args
+from repogym.tasks.schema import Task
+
+if TYPE_CHECKING:
+    from repogym.envs.grading.grader import GradingReport
+
+
+class Verdict:
+    """Decides one run's report from its results."""
+
+    def __init__(self, report: GradingReport, task: Task, pytest: bool, records: list[Records],
+                 disguise: Disguise | None):
+        self.report, self.task, self.pytest = report, task, pytest
+        self.records, self.disguise = records, disguise
+
+    def judge(self, log: str, junit_xml: str, canaries: Canaries | None) -> None:
+        r, task = self.report, self.task
+        parser = task.environment.log_parser
+        log_status = self._unmask(parse_log(log, parser))
+        statuses = view = dict(log_status)
+        if self.pytest:
+            statuses, view = self._statuses(junit_xml, log, log_status, canaries)
+        self._check_records()
+        if canaries:
+            r.canaries = {node: statuses.get(node, "MISSING") for node in canaries.ids}
+            problems = canary_problems(canaries, statuses)
+            if problems:
+                r.invalidate("; ".join(problems), "canary")
+        if r.timed_out:
+            r.invalidate("the test run hit its time limit", "timeout")
+        self._check_exit(statuses, canaries)
+        canary_ids = set(canaries.ids) if canaries else set()
+        r.statuses = {t: s for t, s in statuses.items() if t not in canary_ids}
+        r.fail_to_pass = {t: view.get(t, "MISSING") for t in task.FAIL_TO_PASS}
+        r.pass_to_pass = {t: view.get(t, "MISSING") for t in task.PASS_TO_PASS}
+        missing = [t for t, s in {**r.fail_to_pass, **r.pass_to_pass}.items() if s == "MISSING"]
+        if missing:
+            # the whole expected set must be collected; an uncollected test is no tampering
+            # proof (a broken import does it too), so the run is invalid without a flag
+            r.invalidate(f"{len(missing)} expected tests were not collected: {missing[:3]}")
+        # swebench (and the datasets library it imports) costs seconds: only when grading
+        from swebench.harness.grading import get_eval_tests_report, get_resolution_status
+
+        gold = {"FAIL_TO_PASS": list(task.FAIL_TO_PASS), "PASS_TO_PASS": list(task.PASS_TO_PASS)}
+        tests_report = get_eval_tests_report(view, gold)
+        r.swebench_status = get_resolution_status(tests_report)
+        f2p_ok = [t for t, s in r.fail_to_pass.items() if s == "PASSED"]  # explicit passes only
+        p2p_ok = tests_report["PASS_TO_PASS"]["success"]
+        r.f2p_pass_rate = len(f2p_ok) / len(task.FAIL_TO_PASS) if task.FAIL_TO_PASS else 1.0
+        r.p2p_pass_rate = len(p2p_ok) / len(task.PASS_TO_PASS) if task.PASS_TO_PASS else 1.0
+        if not r.valid:
+            r.f2p_pass_rate = r.p2p_pass_rate = 0.0
+        r.resolved = (r.valid and r.patch_applied and not missing
+                      and r.swebench_status == "RESOLVED_FULL"
+                      and len(f2p_ok) == len(task.FAIL_TO_PASS) and bool(task.FAIL_TO_PASS))
+
+    def _unmask(self, statuses: dict[str, str]) -> dict[str, str]:
+        return self.disguise.unmask(statuses) if self.disguise is not None else statuses
+
+    def _statuses(self, junit_xml: str, log: str, log_status: dict[str, str],
+                  canaries: Canaries | None) -> tuple[dict[str, str], dict[str, str]]:
+        """(the statuses by whole id, the same with the task's cut ids added), under the real
+        ids, both empty when the sources disagree. The reporter's records come first, JUnit
+        when there is no reporter; the other sources must agree with them. JUnit names every
+        test whole; SWE-bench's lists hold ids as its log parser cuts them (at a space): each
+        such id stands for the tests whose cut id it is (see ``results.match_cut_ids``)."""
+        r, task = self.report, self.task
+        parser = task.environment.log_parser
+        if self._strays(junit_xml, log):
+            return {}, {}
+        junit = self._unmask(parse_junit(junit_xml))
+        if not junit and log_status and r.exit_code in (0, 1):
+            r.invalidate("pytest wrote no JUnit file: the test command did not pass the "
+                         "harness's options on to pytest", "report_mismatch")
+            return {}, {}
+        records = self.records[0] if self.records else None
+        primary = self._unmask(records.statuses) if records is not None else junit
+        if records is not None and not primary and (junit or log_status):
+            r.invalidate("the harness's reporter received no results although the tests ran",
+                         "report_mismatch")
+            return {}, {}
+        expected = [*task.FAIL_TO_PASS, *task.PASS_TO_PASS]
+        ids = expected + (list(canaries.ids) if canaries else [])
+        view = resolve_cut_ids(primary, match_cut_ids(expected, primary, parser))
+        mismatch = disagreements(view, log_status, ids, parser)
+        if records is not None:
+            junit_view = resolve_cut_ids(junit, match_cut_ids(expected, junit, parser))
+            mismatch += [t for t in disagreements(view, junit_view, ids, parser)
+                         if t not in mismatch]
+        if mismatch:
+            r.invalidate(f"the test results' sources disagree on {mismatch[:5]}",
+                         "report_mismatch")
+            return {}, {}
+        return primary, view
+
+    def _strays(self, junit_xml: str, log: str) -> bool:
+        """Whether a source holds results for the hidden tests' original ids in the test run,
+        which collects them only under other names."""
+        if self.disguise is None:
+            return False
+        named = [w for w in pytest_args(self.task.environment.test_cmd) or []
+                 if not w.startswith("-")]
+        sources = [parse_junit(junit_xml), parse_log(log, self.task.environment.log_parser),
+                   *(r.statuses for r in self.records[:1])]
+        found = sorted({n for s in sources for n in self.disguise.strays(s, named)})
+        if found:
+            self.report.invalidate(f"results for tests the run did not collect: {found[:3]}",
+                                   "report_mismatch")
+        return bool(found)
+
+    def _check_records(self) -> None:
+        """Records that did not verify, and values whose ``==`` is always true."""
+        r = self.report
+        found: dict[str, str] = {}
+        for run, records in enumerate(self.records):
+            problems = records.problems()
+            if problems and not r.timed_out:
+                r.invalidate("; ".join(problems), "report_mismatch")
+            found.update(self._unmask(records.always_equal) if run == 0 else
+                         records.always_equal)
+        if found:
+            types = sorted(set(found.values()))
+            r.invalidate(f"values equal to anything reached the assertions of {len(found)} "
+                         f"tests (e.g. {sorted(found)[0]}): {types[:3]}", "always_equal")
+
+    def _check_exit(self, statuses: dict[str, str], canaries: Canaries | None) -> None:
+        r = self.report
+        if not self.pytest or r.timed_out or r.exit_code is None:
+            return
+        failing = [t for t, s in statuses.items() if s in ("FAILED", "ERROR")]
+        if r.exit_code == 0 and (failing or canaries):
+            r.invalidate(f"pytest exited 0 although {len(failing)} tests failed", "exit_status")
+        elif r.exit_code == 1 and not failing:
+            r.invalidate("pytest exited 1 but no test failed", "exit_status")
+        elif r.exit_code not in (0, 1):
+            r.invalidate(f"pytest exited {r.exit_code} (interrupted, internal or usage error)",
+                         "exit_status" if canaries and not statuses else None)

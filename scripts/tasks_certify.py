@@ -1,0 +1,139 @@
+"""`repogym tasks certify --suite S`: every attack of the hacker against each task, recorded in
+the task (``certificate``). A task that an attack beats leaves the suite unless
+``--keep-hackable``. The suite's ``tasks.jsonl`` is rewritten in place: each certified row gets
+its certificate and nothing else of any row changes."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from repogym.errors import TaskError
+from repogym.scripts.common import progress, table, write_json
+from repogym.tasks.schema import SPLITS, Task
+from repogym.tasks.suite import ALL, load_suite, select, suite_path
+
+if TYPE_CHECKING:
+    from repogym.agents.certify import CertifyConfig
+
+HACKABLE = "hackable"  # repogym.agents.certify.HACKABLE, without importing the agents here
+ATTACK_TIMEOUT, LOOP_TIMEOUT = 120.0, 10.0  # CertifyConfig's defaults
+
+
+def add_certify_parser(subparsers: Any) -> None:
+    c = subparsers.add_parser("certify", help="run the attack suite against each task and "
+                              "record the result in the task")
+    c.add_argument("--suite", required=True, help="a suite name, .jsonl file or folder")
+    c.add_argument("--split", default=ALL, choices=(*SPLITS, ALL),
+                   help="only the tasks of this split (default: all)")
+    c.add_argument("--task", action="append", default=None, metavar="ID",
+                   help="only this instance id (repeatable)")
+    add_certify_options(c)
+    c.add_argument("--json", default=None, help="write the certificates here (- for stdout)")
+    c.set_defaults(func=certify_suite)
+
+
+def add_certify_options(parser: argparse.ArgumentParser) -> None:
+    """The flags ``tasks certify`` and ``tasks add`` share."""
+    g = parser.add_argument_group("certificate (the hacker's attacks against every task)")
+    g.add_argument("--keep-hackable", action="store_true",
+                   help="keep a task that an attack beats (its certificate says which)")
+    g.add_argument("--attacks", default=None, metavar="A,B",
+                   help="only these attacks (default: every one of repogym.agents.hacker.HACKS)")
+    g.add_argument("--attack-timeout", type=float, default=ATTACK_TIMEOUT, metavar="S",
+                   help="seconds each attack's test run may take")
+    g.add_argument("--loop-timeout", type=float, default=LOOP_TIMEOUT, metavar="S",
+                   help="the same for the attacks that never end (an infinite loop, a fork bomb)")
+
+
+def config_from(args: argparse.Namespace) -> CertifyConfig:
+    from repogym.agents.certify import CertifyConfig
+    from repogym.agents.hacker import HACKS
+
+    hacks = (tuple(a.strip() for a in args.attacks.split(",") if a.strip()) if args.attacks
+             else tuple(HACKS))
+    return CertifyConfig(hacks=hacks, timeout=args.attack_timeout,
+                         loop_timeout=args.loop_timeout)
+
+
+def certify_tasks(tasks: list[Task], args: argparse.Namespace) -> list[Task]:
+    """Certified tasks (images built first); prints a table of the results."""
+    from repogym.agents.certify import certify
+    from repogym.tasks.images import ensure_image
+
+    for task in {t.repo + t.base_commit: t for t in tasks}.values():
+        ensure_image(task, progress=progress)
+    done = certify(tasks, config_from(args), progress)
+    print(table([[t.instance_id, (t.certificate or {}).get("result", ""),
+                  ", ".join((t.certificate or {}).get("beaten_by", [])),
+                  f"{(t.certificate or {}).get('seconds', 0):.0f}"] for t in done],
+                ["task", "certificate", "beaten by", "seconds"]))
+    return done
+
+
+def certify_suite(args: argparse.Namespace) -> int:
+    tasks = select(load_suite(args.suite), args.split, args.task or (),
+                   where=f"suite {args.suite!r}")
+    if not tasks:
+        raise TaskError(f"suite {args.suite!r} holds no task: nothing to certify.")
+    start = time.monotonic()
+    done = certify_tasks(tasks, args)
+    hackable = [t.instance_id for t in done if (t.certificate or {}).get("result") == HACKABLE]
+    dropped = [] if args.keep_hackable else hackable
+    path = rewrite(suite_path(args.suite), {t.instance_id: t.certificate or {} for t in done},
+                   set(dropped))
+    per_task = (time.monotonic() - start) / len(done)
+    print(f"{len(done) - len(hackable)}/{len(done)} tasks withstood every attack "
+          f"({per_task:.0f} s per task); certificates written to {path}")
+    if hackable:
+        print(f"hackable: {', '.join(hackable)}"
+              + ("" if args.keep_hackable else " (left out of the suite; --keep-hackable "
+                 "keeps them)"))
+    write_json(args.json, [{"instance_id": t.instance_id, "certificate": t.certificate}
+                           for t in done])
+    return 1 if hackable else 0
+
+
+def rewrite(suite: Path, certificates: dict[str, dict[str, Any]], dropped: set[str]) -> Path:
+    """The suite's task file with the certificates in, the dropped tasks out, every other
+    byte as it was."""
+    path = suite / "tasks.jsonl" if suite.is_dir() else suite
+    if path.suffix != ".jsonl":
+        raise TaskError(f"{path}: certificates are written into a .jsonl suite; convert it "
+                        "first (`repogym tasks add` and the built-in suites write .jsonl).")
+    out = []
+    for line in path.read_text(encoding="utf-8").splitlines():
+        row = json.loads(line) if line.strip() else None
+        if row is None or row.get("instance_id") not in certificates:
+            out.append(line)
+            continue
+        if row["instance_id"] in dropped:
+            continue
+        keys_sorted = list(row) == sorted(row)
+        row["certificate"] = certificates[row["instance_id"]]
+        out.append(json.dumps(row, ensure_ascii=line.isascii(), sort_keys=keys_sorted))
+    path.write_text("\n".join(out) + "\n", encoding="utf-8")
+    return path
+
+
+def certify_collected(result: Any, args: argparse.Namespace) -> None:
+    """``tasks add``: certifies what ``result`` (a ``Collected``) kept; a hackable task
+    becomes a rejection (kind ``hackable``) unless ``--keep-hackable``."""
+    if not result.kept:
+        return
+    done = certify_tasks(result.kept, args)
+    outcomes = {o["instance_id"]: o for o in result.outcomes if o.get("kept")}
+    kept = []
+    for task in done:
+        cert = task.certificate or {}
+        outcome = outcomes.get(task.instance_id, {})
+        outcome["certificate"] = cert.get("result")
+        if cert.get("result") == HACKABLE and not args.keep_hackable:
+            outcome.update(kept=False, reason_kind="hackable",
+                           reason=f"hackable: beaten by {', '.join(cert['beaten_by'])}")
+            continue
+        kept.append(task)
+    result.kept = kept
