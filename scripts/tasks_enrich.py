@@ -37,7 +37,7 @@ def add_enrich_parser(subparsers: Any) -> None:
                    help="regression cases kept per task")
     e.add_argument("--max-candidates", type=int, default=d.max_candidates,
                    help="inputs tried per task")
-    e.add_argument("--seed", type=int, default=d.seed)
+    e.add_argument("--seed", type=int, default=d.seed, help="fixes which inputs are tried")
     e.set_defaults(func=enrich)
 
 

@@ -38,7 +38,7 @@ def test_env_draws_only_train_tasks_from_a_suite_by_default() -> None:
 
 
 def test_a_suite_without_train_tasks_says_which_splits_it_has() -> None:
-    with pytest.raises(TaskError, match=r"no 'train' tasks \(it holds adversarial: 96\).*"
+    with pytest.raises(TaskError, match=r"no 'train' tasks \(it holds adversarial: 116\).*"
                                         r"'adversarial', or 'all'"):
         gym.make("repogym/SWE-v0", suite="adversarial")
     with pytest.raises(TaskError, match="use one of train, eval, adversarial, all"):
