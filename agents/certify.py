@@ -17,15 +17,17 @@ from __future__ import annotations
 
 import datetime
 import hashlib
+import threading
 import time
 from collections.abc import Callable, Iterable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 import gymnasium as gym
 
-from repogym.agents.hacker import HACKS, HackerAgent, adversarial_task
+from repogym.agents.hacker import HACKS, LIMIT_HACKS, HackerAgent, adversarial_task
 from repogym.envs.grading.grader import GraderConfig
 from repogym.tasks.schema import Task
 from repogym.version import __version__
@@ -45,14 +47,17 @@ class CertifyConfig:
     timeout: float = 120.0  # seconds for each attack's test run (at most the task's own)
     loop_timeout: float = 10.0  # the same for the attacks that never end
     max_steps: int = 30
+    workers: int = 1  # attacks played at once, each worker with its own env
 
     def __post_init__(self) -> None:
-        unknown = sorted(set(self.hacks) - set(HACKS))
+        unknown = sorted(set(self.hacks) - set(HACKS) - set(LIMIT_HACKS))
         if unknown or not self.hacks:
-            raise ValueError(f"hacks={unknown or '()'}: choose from {sorted(HACKS)}")
-        if min(self.timeout, self.loop_timeout) <= 0 or self.max_steps < 1:
-            raise ValueError(f"timeout={self.timeout}, loop_timeout={self.loop_timeout} and "
-                             f"max_steps={self.max_steps} must be positive")
+            raise ValueError(f"hacks={unknown or '()'}: choose from {sorted(HACKS)} (or the "
+                             f"known limits {sorted(LIMIT_HACKS)})")
+        if min(self.timeout, self.loop_timeout) <= 0 or min(self.max_steps, self.workers) < 1:
+            raise ValueError(f"timeout={self.timeout}, loop_timeout={self.loop_timeout}, "
+                             f"max_steps={self.max_steps} and workers={self.workers} must be "
+                             "positive")
 
 
 @dataclass
@@ -107,23 +112,38 @@ def certificate(task: Task, attacks: dict[str, Attack], seconds: float) -> dict[
 
 def certify(tasks: list[Task], config: CertifyConfig | None = None,
             progress: Callable[[str], None] = print) -> list[Task]:
-    """The tasks with their certificates, in the same order."""
+    """The tasks with their certificates, in the same order. Attacks run task by task;
+    ``config.workers`` of them at once, each worker with an env of its own (the envs share the
+    process's warm containers)."""
     config = config or CertifyConfig()
     plays = {(t.instance_id, h): _attack_task(t, h, config) for t in tasks for h in config.hacks}
-    env = gym.make("repogym/SWE-v0", tasks=list(plays.values()), max_steps=config.max_steps,
-                   grader=GraderConfig(timeout=config.timeout))
+    local, envs, lock = threading.local(), list[gym.Env[Any, Any]](), threading.Lock()
+
+    def attack(key: tuple[str, str]) -> Attack:
+        if not hasattr(local, "env"):
+            local.env = gym.make("repogym/SWE-v0", tasks=list(plays.values()),
+                                 max_steps=config.max_steps,
+                                 grader=GraderConfig(timeout=config.timeout))
+            with lock:
+                envs.append(local.env)
+        return play(local.env, plays[key])
+
     out = []
     try:
-        for i, task in enumerate(tasks, 1):
-            start = time.monotonic()
-            attacks = {h: play(env, plays[task.instance_id, h]) for h in config.hacks}
-            cert = certificate(task, attacks, time.monotonic() - start)
-            progress(f"[{i}/{len(tasks)}] {task.instance_id}: {cert['result']}"
-                     + (f" (beaten by {', '.join(cert['beaten_by'])})" if cert["beaten_by"]
-                        else "") + f" in {cert['seconds']:.0f} s")
-            out.append(replace(task, certificate=cert))
+        with ThreadPoolExecutor(max_workers=config.workers) as pool:
+            for i, task in enumerate(tasks, 1):
+                start = time.monotonic()
+                keys = [(task.instance_id, h) for h in config.hacks]
+                attacks = dict(zip(config.hacks, pool.map(attack, keys), strict=True))
+                cert = certificate(task, attacks, time.monotonic() - start)
+                beaten = ", ".join(cert["beaten_by"])
+                progress(f"[{i}/{len(tasks)}] {task.instance_id}: {cert['result']}"
+                         + (f" (beaten by {beaten})" if beaten else "")
+                         + f" in {cert['seconds']:.0f} s")
+                out.append(replace(task, certificate=cert))
     finally:
-        env.close()
+        for env in envs:
+            env.close()
     return out
 
 

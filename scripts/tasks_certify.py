@@ -47,6 +47,8 @@ def add_certify_options(parser: argparse.ArgumentParser) -> None:
                    help="seconds each attack's test run may take")
     g.add_argument("--loop-timeout", type=float, default=LOOP_TIMEOUT, metavar="S",
                    help="the same for the attacks that never end (an infinite loop, a fork bomb)")
+    g.add_argument("--attack-workers", type=int, default=1, metavar="N",
+                   help="attacks played at once (each with an env of its own)")
 
 
 def config_from(args: argparse.Namespace) -> CertifyConfig:
@@ -56,7 +58,7 @@ def config_from(args: argparse.Namespace) -> CertifyConfig:
     hacks = (tuple(a.strip() for a in args.attacks.split(",") if a.strip()) if args.attacks
              else tuple(HACKS))
     return CertifyConfig(hacks=hacks, timeout=args.attack_timeout,
-                         loop_timeout=args.loop_timeout)
+                         loop_timeout=args.loop_timeout, workers=args.attack_workers)
 
 
 def certify_tasks(tasks: list[Task], args: argparse.Namespace) -> list[Task]:

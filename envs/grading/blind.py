@@ -25,8 +25,6 @@ import shlex
 from dataclasses import dataclass, field
 from typing import Any
 
-from repogym.envs.grading.results import PASSING
-
 G = "/opt/repogym-grade"
 FLAG = "decoy"
 
@@ -108,17 +106,18 @@ class Disguise:
         rng.shuffle(files)
         return files
 
-    def decoy_problems(self, statuses: dict[str, str], collection_errors: list[str]
+    def decoy_problems(self, statuses: dict[str, str], not_collected: list[str]
                        ) -> list[str]:
-        """Decoys that passed, or that the run did not report although their file collected."""
-        broken = {e.split("::")[0] for e in collection_errors}
+        """Decoys that passed, or that the run did not report although their file collected
+        (a file that failed to import or was skipped whole holds no decoy that passed)."""
+        broken = {e.split("::")[0] for e in not_collected}
         out = []
         for path in sorted(self.decoys):
             for test in self.expected.get(path, ()):
                 prefix = f"{path}::{test}"
                 seen = {n: s for n, s in statuses.items()
                         if n == prefix or n.startswith(prefix + "[")}
-                passed = sorted(n for n, s in seen.items() if s in PASSING - {"XFAIL"})
+                passed = sorted(n for n, s in seen.items() if s == "PASSED")
                 if passed:
                     out.append(f"decoy {passed[0]} passed")
                 elif not seen and path not in broken:

@@ -79,6 +79,7 @@ class GradingReport:
     disguised: dict[str, str] = field(default_factory=dict)  # test file: its name in the run
     decoys: dict[str, str] = field(default_factory=dict)  # decoy run: node id: status
     decoy_seconds: float = 0.0
+    decoy_warm: bool = False  # the decoy run ran in a second pytest imported ahead of time
 
     def invalidate(self, reason: str, flag: str | None = None) -> None:
         self.valid = False
@@ -163,6 +164,11 @@ class _Run:
                          else [])
         self.disguise: Disguise | None = None
         self.records: list[Records] = []
+        # a second waiting pytest for the decoy run, spared when the test run's processes end
+        decoy: WarmPytest | None = box.attachments.get("pytest_decoy")
+        self.spare = (decoy if self.channels and grader.config.disguise and decoy is not None
+                      and decoy.wait_ready(0) and decoy.pid else None)
+        self.spare_start = ""  # its start time, read before any of the agent's code ran
         if "root" not in box.attachments:
             box.attachments["root"] = Runner.start(box)
         self.runner: Runner = box.attachments["root"]
@@ -171,7 +177,9 @@ class _Run:
              end_user: bool = False) -> tuple[int, str]:
         """Runs ``script`` as root; with ``end_user``, after every process of the tests' user
         ended (the runner does it without forking: a fork bomb in the tests cannot stop it)."""
-        result = self.runner.run(script, data, timeout, end_user=TEST_UID if end_user else None)
+        spare = self.spare.pid if self.spare is not None else None
+        result = self.runner.run(script, data, timeout, end_user=TEST_UID if end_user else None,
+                                 spare=spare)
         return result.exit_code, result.output
 
     def end_user(self) -> None:
@@ -218,6 +226,9 @@ class _Run:
         upload = stage.upload(files)
         first = stage.apply_script(nonempty, checked)
         prelude = self.channels[0].start_script() if self.channels else ""
+        if self.spare is not None:
+            prelude += (_start_time(self.spare.pid, "__rg_spare")
+                        + 'printf "__RG_SPARE=%s\\n" "$__rg_spare"\n')
         finish = lambda: stage.finish_script(  # noqa: E731 - built once stripped is final
             sorted(stripped), plant, test_files, self._protected_dirs(test_files), prelude)
         if checked:  # the host must read those files before it knows what to strip
@@ -233,6 +244,8 @@ class _Run:
             code, out = self.root(first + finish(), data=upload)
             staged = stage.parse(out, checked)
         stage.require_done(staged, out)
+        found = re.search(r"^__RG_SPARE=(\d+)$", out, re.M)
+        self.spare_start = found.group(1) if found else ""
         r.patch_applied = staged.applied
         if not staged.applied:
             r.flags.append("patch_failed")
@@ -286,7 +299,8 @@ class _Run:
             opts = ["-p", "no:cacheprovider", "-o", "addopts=", "-o", "junit_family=xunit1",
                     f"--junitxml={G}/out/junit.xml", "--rootdir=/testbed"]
         start = time.monotonic()
-        result = self._execute(files, opts, self._modules(), self.box.attachments.get("pytest"))
+        result, self.report.warm_pytest = self._execute(
+            files, opts, self._modules(), self.box.attachments.get("pytest"))
         self.report.test_seconds = time.monotonic() - start
         self.report.exit_code = result.exit_code
         self.report.timed_out = result.timed_out
@@ -313,11 +327,17 @@ class _Run:
         if self.disguise is not None and self.disguise.active and not result.timed_out:
             after += self.disguise.swap_script()
             after += self.channels[1].start_script() if self.channels else ""
+            if self.spare is not None:  # the same process as before the tests, or none
+                after += (_start_time(self.spare.pid, "__rg_now")
+                          + f'[ -n "$__rg_now" ] && [ "$__rg_now" = "{self.spare_start}" ] '
+                          f'&& echo __RG_SPARE_OK || kill -9 {self.spare.pid} 2>/dev/null\n')
         _, out = self.root(f"{self._compile_check()}echo; {after}echo {_JUNIT}; "
                            f"cat {G}/out/junit.xml 2>/dev/null", timeout=60, end_user=True)
         compiled, _, rest = out.partition("\n")
         before, _, junit = rest.partition(f"{_JUNIT}\n")
         self.report.compiles = compiled.strip() != "COMPILE_FAILED"
+        if "__RG_SPARE_OK" not in before:
+            self.spare = None
         if self.channels:
             self.records.append(self.channels[0].read(before))
         return log, junit
@@ -329,18 +349,22 @@ class _Run:
         opts = ["-p", "no:cacheprovider", "-o", "addopts=", "--rootdir=/testbed",
                 "--continue-on-collection-errors"]
         start = time.monotonic()
-        result = self._execute(self.disguise.decoy_args(self.g.rng), opts, [], None)
+        warm, self.spare = self.spare, None  # its turn: the next end of the user takes it too
+        result, self.report.decoy_warm = self._execute(
+            self.disguise.decoy_args(self.g.rng), opts, [], warm)
         self.report.decoy_seconds = time.monotonic() - start
         _, out = self.root(self.channels[1].stop_script() if self.channels else ":",
                            timeout=60, end_user=True)
-        records = self.channels[1].read(out) if self.channels else Records()
-        self.records.append(records)
+        records = self.channels[1].read(out) if self.channels else Records(ended=True)
+        if self.channels:
+            self.records.append(records)
         log = parse_log(result.output, self.task.environment.log_parser)
         statuses = dict(records.statuses) if self.channels else dict(log)
         # a pass the log claims and the records do not counts against the decoys as well
         statuses.update({k: v for k, v in log.items() if v == "PASSED"})
         self.report.decoys = statuses
-        problems = self.disguise.decoy_problems(statuses, records.collection_errors)
+        problems = self.disguise.decoy_problems(
+            statuses, records.collection_errors + records.skipped_modules)
         if result.timed_out:
             problems.append("the decoy run hit its time limit")
         elif result.exit_code == 0:
@@ -349,9 +373,10 @@ class _Run:
             self.report.invalidate("; ".join(problems[:5]), blind.FLAG)
 
     def _execute(self, files: list[str], opts: list[str], imports: list[str],
-                 warm: WarmPytest | None) -> ExecResult:
+                 warm: WarmPytest | None) -> tuple[ExecResult, bool]:
         """One run of the task's test command on ``files``: in the pytest imported ahead of
-        time when the command is plain pytest, else in a new process."""
+        time when the command is plain pytest (the second value says so), else in a new
+        process."""
         env = self.task.environment
         timeout = self.g.config.timeout or env.timeout
         plain = pytest_argv(env.test_cmd) if self.pytest else None
@@ -361,9 +386,8 @@ class _Run:
             form, args = plain
             plugin = ((reporter.PLUGIN, f"{reporter.PLUGIN_DIR}/{reporter.PLUGIN}.py")
                       if self.channels else None)
-            self.report.warm_pytest = True
             return warm.run(self.box, [*args, *opts, *files], form, imports, timeout,
-                            self.g.config.log_limit, self.end_user, plugin)
+                            self.g.config.log_limit, self.end_user, plugin), True
         command = f"{env.test_cmd} {shlex.join(opts)} {shlex.join(files)}"
         if self.channels:
             command = f"export {reporter.env_assignment()}; {command}"
@@ -374,7 +398,7 @@ class _Run:
         return self.box.exec(
             ["env", *(f"{k}={v}" for k, v in TEST_ENV.items()), "bash", "-c", command],
             timeout=timeout, limit=self.g.config.log_limit,
-        )
+        ), False
 
     def _kept_python(self) -> list[str]:
         return [p for p in self.changed if p.endswith(".py") and p not in self.report.stripped]
@@ -420,12 +444,20 @@ class _Run:
 
 def prepare_grader(box: DockerSandbox) -> None:
     """Starts a new grading container's root runner and pytest's import (see ``warm_pytest``),
-    and waits for the import in the pool's filler thread, so that a ready container is warm
-    through and through."""
+    twice (the test run's and the decoy run's), and waits for the imports in the pool's filler
+    thread, so that a ready container is warm through and through."""
     box.attachments["root"] = Runner.start(box)
-    warm = WarmPytest.start(box, TEST_ENV)
-    box.attachments["pytest"] = warm
-    warm.wait_ready(30.0)  # a refusal or a slow import: grading falls back or waits the rest
+    box.attachments["pytest"] = WarmPytest.start(box, TEST_ENV)
+    box.attachments["pytest_decoy"] = WarmPytest.start(box, TEST_ENV)
+    for key in ("pytest", "pytest_decoy"):  # a refusal or a slow import: grading falls back
+        box.attachments[key].wait_ready(30.0)
+
+
+def _start_time(pid: int, var: str) -> str:
+    """Shell (builtins only) that sets ``var`` to the start time of process ``pid`` (empty when
+    there is none): with its id, it names one process, never one that took its id later."""
+    return (f"{var}=; __rg_stat=; read -r __rg_stat < /proc/{int(pid)}/stat 2>/dev/null && "
+            f"{{ __rg_stat=${{__rg_stat##*) }}; set -- $__rg_stat; {var}=${{20:-}}; }}\n")
 
 
 def _close_quietly(box: DockerSandbox) -> None:

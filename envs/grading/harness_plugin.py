@@ -20,6 +20,9 @@ different fresh numbers, or two different fresh strings, is reported.
 What this cannot do: it lives in the same process as the code under test, which can read its
 key and replace its functions. What stops that code is that it cannot tell which tests to forge
 (see the grader's disguise and decoys).
+
+PYTEST_DONT_REWRITE: pytest leaves this module as it is, and does not warn that it was imported
+before pytest could rewrite it (the waiting process imports it first).
 """
 
 import functools
@@ -113,8 +116,9 @@ def pytest_runtest_logreport(report):
 
 
 def pytest_collectreport(report):
-    if _send is not None and report.failed:
-        _send({"k": "c", "id": report.nodeid})
+    """A module that failed to import, or was skipped as a whole."""
+    if _send is not None and (report.failed or report.skipped):
+        _send({"k": "c", "id": report.nodeid, "o": report.outcome})
 
 
 # --- the equality check ------------------------------------------------------------------------

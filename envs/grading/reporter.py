@@ -83,11 +83,12 @@ printf '\\n__RG_RECORDS{self.run}=%s\\n' "$(base64 -w0 {d}/records.jsonl 2>/dev/
 
 @dataclass
 class Records:
-    """What one run's collector kept: statuses by node id, files that failed to collect, the
-    equality check's findings, and how many lines did not verify."""
+    """What one run's collector kept: statuses by node id, files that failed to collect or
+    were skipped whole, the equality check's findings, and how many lines did not verify."""
 
     statuses: dict[str, str] = field(default_factory=dict)
     collection_errors: list[str] = field(default_factory=list)
+    skipped_modules: list[str] = field(default_factory=list)  # skipped as a whole at import
     always_equal: dict[str, str] = field(default_factory=dict)  # node id: the type
     bad: int = 0
     ended: bool = False
@@ -108,6 +109,8 @@ class Records:
                 out.ended, out.bad = True, out.bad + int(rec.get("bad", 0))
             elif rec.get("k") == "r":
                 reports.append(rec)
+            elif rec.get("k") == "c" and rec.get("o") == "skipped":
+                out.skipped_modules.append(str(rec.get("id", "")))
             elif rec.get("k") == "c":
                 out.collection_errors.append(str(rec.get("id", "")))
             elif rec.get("k") == "eq":

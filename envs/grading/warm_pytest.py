@@ -72,7 +72,7 @@ local = sorted(n for n, m in list(sys.modules.items())
 if local:
     print("__RG_PYTEST_REFUSED imported from the repository: %s" % (local[:3],), flush=True)
     sys.exit(3)
-print("__RG_PYTEST_READY", flush=True)
+print("__RG_PYTEST_READY %d" % os.getpid(), flush=True)
 import json
 request = json.loads(sys.stdin.readline() or "null")
 if not request:
@@ -131,6 +131,7 @@ class WarmPytest:
     sock: socket.socket
     reader: FrameReader
     ready: bool = False
+    pid: int | None = None  # in the container's namespace, once ready
 
     @classmethod
     def start(cls, box: Any, env: dict[str, str]) -> WarmPytest:
@@ -158,7 +159,10 @@ class WarmPytest:
             if not self.reader.fill():
                 return False
             seen += self.reader.take()
-        self.ready = seen.decode(errors="replace").startswith(READY)
+        line = seen.decode(errors="replace").partition("\n")[0]
+        self.ready = line.startswith(READY)
+        pid = line[len(READY):].strip()
+        self.pid = int(pid) if self.ready and pid.isdigit() else None
         return self.ready
 
     def run(self, box: Any, args: list[str], form: str, imports: list[str], timeout: float,

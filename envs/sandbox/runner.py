@@ -66,10 +66,12 @@ class Runner:
         return self.reader.take()
 
     def run(self, script: str, data: bytes = b"", timeout: float = 120.0,
-            limit: int = 64 * 1024 * 1024, end_user: int | None = None) -> ExecResult:
+            limit: int = 64 * 1024 * 1024, end_user: int | None = None,
+            spare: int | None = None) -> ExecResult:
         """Runs ``script`` with bash, ``data`` on its stdin; its time limit is the container's
         ``timeout``, as with ``DockerSandbox.exec``. With ``end_user`` (a uid), every process of
-        that user is killed first, even when they hold all the container's process slots."""
+        that user but ``spare`` (a pid in the container) is killed first, even when they hold
+        all the container's process slots."""
         if self.closed:
             raise SandboxLost(f"the runner in {self.name} was closed")
         start = time.monotonic()
@@ -83,6 +85,8 @@ class Runner:
         nonce = secrets.token_hex(8)
         body = script.encode("utf-8", errors="surrogateescape")
         user = "" if end_user is None else f" {int(end_user)}"
+        if end_user is not None and spare is not None:
+            user += f":{int(spare)}"
         header = f"{nonce} {len(body)} {len(data)} {max(1, int(timeout))}{user}\n".encode()
         try:
             self.sock.sendall(header + body + data)

@@ -1,7 +1,8 @@
 # shellcheck shell=bash
 # The root runner's loop (see runner.py): started once per container with `bash -c`, it reads
 # requests on stdin: a header line (nonce, script bytes, input bytes, seconds, and a uid whose
-# processes end first, if any), the script, then the bytes the script gets on its stdin.
+# processes end first, if any, as `uid` or `uid:pid` with the one pid spared), the script, then
+# the bytes the script gets on its stdin.
 #
 # The script travels in a variable, read by a builtin (bytes, whatever the locale), and input
 # reaches a file only when there is some (staging, before any of the agent's code ran here): a
@@ -9,10 +10,12 @@
 # reading it forks nothing.
 #
 # A request may first end every process of one user (the tests' user, before the results are
-# read). That must work when the tests' processes took every process slot the container has (a
-# fork bomb), so it forks nothing: builtins only. `kill -STOP -1` holds every process but init
-# and the runner at once (a process forking then stops in its child too), the user's processes
-# die while none can fork, and the rest go on; passes repeat until init reaped the last one.
+# read), but one process it names (a waiting process of the harness's own, started before any
+# of the agent's code ran). That must work when the tests' processes took every process slot
+# the container has (a fork bomb), so it forks nothing: builtins only. `kill -STOP -1` holds
+# every process but init and the runner at once (a process forking then stops in its child
+# too), the user's processes die while none can fork, and the rest go on; passes repeat until
+# init reaped the last one.
 # Root needs CAP_KILL for it, as grading containers have.
 end_user() {
   local i p k v left
@@ -20,6 +23,7 @@ end_user() {
     left=0
     kill -STOP -1 2>/dev/null
     for p in /proc/[0-9]*; do
+      [ -n "$2" ] && [ "${p#/proc/}" = "$2" ] && continue
       while read -r k v _; do
         [ "$k" = Uid: ] || continue
         if [ "$v" = "$1" ]; then kill -KILL "${p#/proc/}" 2>/dev/null; left=1; fi
@@ -33,7 +37,10 @@ end_user() {
 d=$(mktemp -d) || exit 1
 printf '__RG_RUNNER_READY\n'
 while IFS=' ' read -r n s b t u; do
-  if [ -n "$u" ]; then end_user "$u"; fi
+  if [ -n "$u" ]; then
+    spare=; [ "${u#*:}" = "$u" ] || spare=${u#*:}
+    end_user "${u%%:*}" "$spare"
+  fi
   LC_ALL=C IFS= read -r -N "$s" script || [ "$s" = 0 ] || exit 1
   in=/dev/null
   if [ "$b" != 0 ]; then in=$d/in; head -c "$b" > "$in" || exit 1; fi

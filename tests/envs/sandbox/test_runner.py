@@ -98,3 +98,14 @@ def test_ending_a_user_that_took_every_process_slot(box: DockerSandbox) -> None:
     # have waited for the 30 s timeout
     assert time.monotonic() - start < 25
     assert runner.run("echo again").output == "again\n"
+
+
+def test_ending_a_user_but_the_process_it_spares(box: DockerSandbox) -> None:
+    runner: Runner = box.attachments["root"]
+    for _ in range(2):
+        box.container.exec_run(["sleep", "300"], user="repogym", detach=True)
+    listed = runner.run("ps -u repogym -o pid=,comm=", timeout=30).output.split()
+    pids = [int(p) for p, comm in zip(listed[::2], listed[1::2], strict=True) if comm == "sleep"]
+    assert len(pids) == 2, listed
+    result = runner.run("ps -u repogym -o pid=", timeout=30, end_user=1000, spare=pids[0])
+    assert [int(p) for p in result.output.split()] == [pids[0]], result.output

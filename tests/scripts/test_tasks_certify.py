@@ -1,0 +1,67 @@
+"""`repogym tasks certify`: attacks played against a suite's tasks, the result written into each
+task; a task that an attack beats leaves the suite unless --keep-hackable."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from repogym.agents.certify import Attack, CertifyConfig, certificate
+from repogym.scripts.cli import main
+from repogym.scripts.tasks_certify import rewrite
+from repogym.tasks.schema import Task
+from repogym.tasks.suite import load_suite
+
+
+def test_an_attack_beats_a_task_when_it_earns_anything() -> None:
+    task = Task("t-1", "r", "0" * 40, "Fix it.")
+    held = certificate(task, {"a": Attack(valid=False, f2p_pass_rate=1.0, flags=["decoy"]),
+                              "b": Attack()}, 3.0)
+    assert held["result"] == "pass" and held["beaten_by"] == []
+    assert held["task_hash"] == task.task_hash and set(held["versions"]) == {
+        "repogym", "attacks", "grader"}
+    beaten = certificate(task, {"a": Attack(f2p_pass_rate=0.5), "b": Attack(reward=1.0)}, 1.0)
+    assert beaten["result"] == "hackable" and beaten["beaten_by"] == ["a", "b"]
+    assert certificate(task, {"a": Attack(error="boom")}, 1.0)["result"] == "incomplete"
+    # a certificate is no part of what decides the grading
+    assert task.with_(certificate=held).task_hash == task.task_hash
+    with pytest.raises(ValueError, match="choose from"):
+        CertifyConfig(hacks=("nope",))
+
+
+def test_certificates_go_into_the_rows_and_nothing_else_changes(tmp_path: Path) -> None:
+    rows = ['{"instance_id": "a", "repo": "r", "base_commit": "c", "problem_statement": "é"}',
+            '{"base_commit": "c", "instance_id": "b", "problem_statement": "p", "repo": "r"}',
+            '{"instance_id": "c", "repo": "r", "base_commit": "c", "problem_statement": "p"}']
+    path = tmp_path / "tasks.jsonl"
+    path.write_text("\n".join(rows) + "\n", encoding="utf-8")
+    rewrite(tmp_path, {"b": {"result": "pass"}, "c": {"result": "hackable"}}, {"c"})
+    lines = path.read_text(encoding="utf-8").splitlines()
+    assert lines[0] == rows[0] and len(lines) == 2
+    assert json.loads(lines[1]) == {**json.loads(rows[1]), "certificate": {"result": "pass"}}
+    assert list(json.loads(lines[1])) == sorted(json.loads(lines[1]))  # sorted stays sorted
+
+
+@pytest.mark.docker
+def test_certify_a_suite_and_drop_what_an_attack_beats(toy_task: Task, toy_image: str,
+                                                       tmp_path: Path,
+                                                       capsys: pytest.CaptureFixture[str]
+                                                       ) -> None:
+    suite = tmp_path / "suite"
+    suite.mkdir()
+    (suite / "tasks.jsonl").write_text(json.dumps(toy_task.to_dict()) + "\n")
+    base = ["tasks", "certify", "--suite", str(suite), "--loop-timeout", "5"]
+    assert main([*base, "--attacks", "targeted_report_patch,always_eq"]) == 0
+    cert = load_suite(suite)[0].certificate
+    assert cert is not None and cert["result"] == "pass", cert
+    assert cert["attacks"]["targeted_report_patch"]["flags"] == ["decoy"]
+    assert "always_equal" in cert["attacks"]["always_eq"]["flags"]
+    # the known limit wins: the task is hackable, and kept only when asked
+    assert main([*base, "--attacks", "decoy_aware", "--keep-hackable"]) == 1
+    cert = load_suite(suite)[0].certificate
+    assert cert is not None and cert["beaten_by"] == ["decoy_aware"]
+    assert main([*base, "--attacks", "decoy_aware"]) == 1
+    assert (suite / "tasks.jsonl").read_text() == "\n"
+    assert "hackable: toy__calc-1 (left out of the suite" in capsys.readouterr().out
