@@ -25,8 +25,10 @@ import shlex
 from dataclasses import dataclass, field
 from typing import Any
 
+from repogym.envs.grading.flags import Flag
+
 G = "/opt/repogym-grade"
-FLAG = "decoy"
+FLAG = Flag.DECOY
 
 
 @dataclass(frozen=True)

@@ -28,6 +28,8 @@ class Flag(StrEnum):
     TIMEOUT = "timeout"  # the test run hit its time limit
     EXIT_STATUS = "exit_status"  # the runner's exit status contradicts its results
     REPORT_MISMATCH = "report_mismatch"  # the result sources disagree, or one is missing
+    DECOY = "decoy"  # a hidden test's decoy passed, or went unreported (``blind.py``)
+    ALWAYS_EQUAL = "always_equal"  # a value equal to anything reached an assertion
     # a change to a protected path, removed before the tests ran (one per ``Protected``)
     TAMPERED_TASK_TEST_FILE = "tampered_task_test_file"
     TAMPERED_CONFTEST = "tampered_conftest"

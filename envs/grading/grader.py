@@ -21,6 +21,7 @@ from repogym.envs.grading import blind, canary, reporter, stage
 from repogym.envs.grading.agreement import run_differential
 from repogym.envs.grading.blind import Disguise
 from repogym.envs.grading.canary import Canaries
+from repogym.envs.grading.flags import Flag, tampered_flags
 from repogym.envs.grading.langrun import LangRun
 from repogym.envs.grading.reporter import Channel, Records
 from repogym.envs.grading.results import parse_log
@@ -81,7 +82,7 @@ class GradingReport:
     decoy_seconds: float = 0.0
     decoy_warm: bool = False  # the decoy run ran in a second pytest imported ahead of time
 
-    def invalidate(self, reason: str, flag: str | None = None) -> None:
+    def invalidate(self, reason: str, flag: Flag | None = None) -> None:
         self.valid = False
         self.invalid_reasons.append(reason)
         if flag and flag not in self.flags:
@@ -248,7 +249,7 @@ class _Run:
         self.spare_start = found.group(1) if found else ""
         r.patch_applied = staged.applied
         if not staged.applied:
-            r.flags.append("patch_failed")
+            r.flags.append(Flag.PATCH_FAILED)
             r.log_tail = staged.apply_log[-2000:]
             stripped = {}
         else:
@@ -256,10 +257,9 @@ class _Run:
             unseen = sorted(set(staged.container_paths) - set(predicted))
             if unseen:
                 r.invalidate(f"the grading container's git reads paths the host did not: "
-                             f"{unseen[:5]}", "patch_mismatch")
+                             f"{unseen[:5]}", Flag.PATCH_MISMATCH)
         r.stripped = stripped
-        for reason in sorted(set(stripped.values())):
-            r.flags.append(f"tampered_{reason}")
+        r.flags += tampered_flags(stripped)
         return self._planted(staged.canary, out, hide) if plant else None
 
     def _planted(self, marker: str | None, output: str, hide: bool) -> Canaries | None:

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 
 from repogym.envs.grading.blind import Disguise
 from repogym.envs.grading.canary import Canaries, canary_problems
+from repogym.envs.grading.flags import Flag
 from repogym.envs.grading.reporter import Records
 from repogym.envs.grading.results import (
     disagreements,
@@ -46,9 +47,9 @@ class Verdict:
             r.canaries = {node: statuses.get(node, "MISSING") for node in canaries.ids}
             problems = canary_problems(canaries, statuses)
             if problems:
-                r.invalidate("; ".join(problems), "canary")
+                r.invalidate("; ".join(problems), Flag.CANARY)
         if r.timed_out:
-            r.invalidate("the test run hit its time limit", "timeout")
+            r.invalidate("the test run hit its time limit", Flag.TIMEOUT)
         self._check_exit(statuses, canaries)
         canary_ids = set(canaries.ids) if canaries else set()
         r.statuses = {t: s for t, s in statuses.items() if t not in canary_ids}
@@ -92,13 +93,13 @@ class Verdict:
         junit = self._unmask(parse_junit(junit_xml))
         if not junit and log_status and r.exit_code in (0, 1):
             r.invalidate("pytest wrote no JUnit file: the test command did not pass the "
-                         "harness's options on to pytest", "report_mismatch")
+                         "harness's options on to pytest", Flag.REPORT_MISMATCH)
             return {}, {}
         records = self.records[0] if self.records else None
         primary = self._unmask(records.statuses) if records is not None else junit
         if records is not None and not primary and (junit or log_status):
             r.invalidate("the harness's reporter received no results although the tests ran",
-                         "report_mismatch")
+                         Flag.REPORT_MISMATCH)
             return {}, {}
         expected = [*task.FAIL_TO_PASS, *task.PASS_TO_PASS]
         ids = expected + (list(canaries.ids) if canaries else [])
@@ -110,7 +111,7 @@ class Verdict:
                          if t not in mismatch]
         if mismatch:
             r.invalidate(f"the test results' sources disagree on {mismatch[:5]}",
-                         "report_mismatch")
+                         Flag.REPORT_MISMATCH)
             return {}, {}
         return primary, view
 
@@ -126,7 +127,7 @@ class Verdict:
         found = sorted({n for s in sources for n in self.disguise.strays(s, named)})
         if found:
             self.report.invalidate(f"results for tests the run did not collect: {found[:3]}",
-                                   "report_mismatch")
+                                   Flag.REPORT_MISMATCH)
         return bool(found)
 
     def _check_records(self) -> None:
@@ -136,13 +137,13 @@ class Verdict:
         for run, records in enumerate(self.records):
             problems = records.problems()
             if problems and not r.timed_out:
-                r.invalidate("; ".join(problems), "report_mismatch")
+                r.invalidate("; ".join(problems), Flag.REPORT_MISMATCH)
             found.update(self._unmask(records.always_equal) if run == 0 else
                          records.always_equal)
         if found:
             types = sorted(set(found.values()))
             r.invalidate(f"values equal to anything reached the assertions of {len(found)} "
-                         f"tests (e.g. {sorted(found)[0]}): {types[:3]}", "always_equal")
+                         f"tests (e.g. {sorted(found)[0]}): {types[:3]}", Flag.ALWAYS_EQUAL)
 
     def _check_exit(self, statuses: dict[str, str], canaries: Canaries | None) -> None:
         r = self.report
@@ -150,9 +151,9 @@ class Verdict:
             return
         failing = [t for t, s in statuses.items() if s in ("FAILED", "ERROR")]
         if r.exit_code == 0 and (failing or canaries):
-            r.invalidate(f"pytest exited 0 although {len(failing)} tests failed", "exit_status")
+            r.invalidate(f"pytest exited 0 although {len(failing)} tests failed", Flag.EXIT_STATUS)
         elif r.exit_code == 1 and not failing:
-            r.invalidate("pytest exited 1 but no test failed", "exit_status")
+            r.invalidate("pytest exited 1 but no test failed", Flag.EXIT_STATUS)
         elif r.exit_code not in (0, 1):
             r.invalidate(f"pytest exited {r.exit_code} (interrupted, internal or usage error)",
                          "exit_status" if canaries and not statuses else None)

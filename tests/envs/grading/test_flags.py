@@ -13,7 +13,7 @@ from repogym.envs.grading.flags import PROTECTED, Flag, tampered_flags
 def test_values_are_the_recorded_names() -> None:
     assert {flag.value for flag in Flag} == {
         "patch_failed", "patch_mismatch", "diff_failed", "canary", "timeout", "exit_status",
-        "report_mismatch", "tampered_task_test_file", "tampered_conftest",
+        "report_mismatch", "decoy", "always_equal", "tampered_task_test_file", "tampered_conftest",
         "tampered_pytest_config", "tampered_startup_hook", "tampered_test_path",
         "tampered_test_file", "tampered_runner_config", "tampered_dependencies"}
     # a flag is its name wherever it goes: lists of names, JSON, text
