@@ -44,8 +44,10 @@ shellcheck:
 	@command -v shellcheck >/dev/null || apt-get install -y -q shellcheck \
 		|| { apt-get update -q && apt-get install -y -q shellcheck; }
 
+# mypy on the package as one repogym tree (see tools/typecheck.py), then the tools
 typecheck: venv
-	$(BIN)/mypy repogym envs tasks agents scripts bench tools/lint_imports.py
+	$(BIN)/python tools/typecheck.py
+	$(BIN)/mypy tools/lint_imports.py tools/typecheck.py
 
 clean-containers: venv
 	$(BIN)/repogym doctor --cleanup

@@ -10,7 +10,10 @@ from typing import Any
 
 import gymnasium as gym
 
+from repogym.envs.pooling import Pool
 from repogym.envs.registration import ENV_ID
+from repogym.envs.sandbox.docker import DockerSandbox
+from repogym.envs.swe_env import SWEEnv
 from repogym.errors import RepogymError
 from repogym.progress import Progress
 from repogym.tasks.schema import Task
@@ -95,6 +98,27 @@ def wait_for(predicate: Callable[[], bool], seconds: float = 60.0, what: str = "
                                "machine overloaded? `repogym doctor` checks the engine")
         time.sleep(0.005)
     return time.perf_counter() - start
+
+
+def swe(env: gym.Env[Any, Any]) -> SWEEnv:
+    """The env under gymnasium's wrappers, where the benchmarks reach its sandbox and pool."""
+    base = env.unwrapped
+    assert isinstance(base, SWEEnv), f"not the SWE env: {type(base).__name__}"
+    return base
+
+
+def docker_box(env: gym.Env[Any, Any]) -> DockerSandbox:
+    """The env's sandbox, a Docker container: what the benchmarks measure."""
+    box = swe(env).sandbox
+    assert isinstance(box, DockerSandbox), f"not a Docker sandbox: {type(box).__name__}"
+    return box
+
+
+def env_pool(env: gym.Env[Any, Any]) -> Pool:
+    """The env's pool of containers (made with pool_size >= 1)."""
+    pool = swe(env).pool
+    assert pool is not None, "the env has no pool: make it with pool_size >= 1"
+    return pool
 
 
 def ready_count(env: gym.Env[Any, Any], role: str = "agent") -> int:

@@ -17,6 +17,7 @@ from repogym.bench.core import (
     Row,
     close_env,
     compare,
+    docker_box,
     make_env,
     ready_count,
     row,
@@ -235,7 +236,7 @@ def memory_per_env(ctx: Context, k: int) -> list[Row]:
         heap = tracemalloc.get_traced_memory()[0] / k
         tracemalloc.stop()
         growth = (_rss() - before) / k
-        boxes = [e.unwrapped.sandbox for e in envs]
+        boxes = [docker_box(e) for e in envs]
         inside = [container_memory(b.container) for b in boxes]
         shims = [_shim_rss(b.container.id) for b in boxes]
     finally:

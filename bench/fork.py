@@ -9,6 +9,7 @@ so it is measured on a container with a writable root; it carries no shell state
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 from repogym.bench.core import (
@@ -16,10 +17,12 @@ from repogym.bench.core import (
     Row,
     close_env,
     compare,
+    docker_box,
     make_env,
     ms,
     ready_count,
     row,
+    swe,
     timed,
     wait_for,
 )
@@ -70,11 +73,11 @@ def _snapshots(ctx: Context, steps: list[dict[str, Any]], n: int
         _play(env, steps)
         other.reset(seed=0)
         for _ in range(n):
-            seconds, snap = timed(env.unwrapped.snapshot)
+            seconds, snap = timed(swe(env).snapshot)
             taken.append(seconds)
             size = snap.files_size
             wait_for(lambda: ready_count(other) >= 1, what="a ready container")
-            branched.append(timed(lambda s=snap: other.reset(options={"snapshot": s}))[0])
+            branched.append(timed(functools.partial(other.reset, options={"snapshot": snap}))[0])
             snap.delete()
             wait_for(lambda: ready_count(other) >= 1, what="a ready container")
             replayed.append(timed(lambda: _replay(other, steps))[0])
@@ -90,7 +93,7 @@ def _in_place_resets(ctx: Context, steps: list[dict[str, Any]], n: int) -> list[
     times = []
     try:
         env.reset(seed=0)
-        box = env.unwrapped.sandbox
+        box = docker_box(env)
         for _ in range(n):
             _play(env, steps)  # the same container, with a new shell after each reset
             seconds, ok = timed(lambda: reset_in_place(box))
@@ -113,31 +116,25 @@ def _commits(ctx: Context, steps: list[dict[str, Any]], n: int) -> list[float]:
             if action["tool"] == "bash":
                 box.run(action["command"])
         for _ in range(n):
-            def commit_and_start() -> DockerSandbox:
+            def commit_and_start() -> tuple[str, DockerSandbox]:
                 image = box.container.commit()
-                started = DockerSandbox(SandboxConfig(image=image.id, run_id=ctx.run_id,
-                                                      role="bench", read_only=False))
-                started.attachments["image"] = _ImageRemover(image.id)
-                return started
-            seconds, started = timed(commit_and_start)
+                return image.id, DockerSandbox(SandboxConfig(image=image.id, run_id=ctx.run_id,
+                                                             role="bench", read_only=False))
+            seconds, (image_id, started) = timed(commit_and_start)
             times.append(seconds)
             started.close()
+            _remove_image(image_id)
     finally:
         box.close()
     return times
 
 
-class _ImageRemover:
-    """Removes a committed image when the container started from it is closed."""
-
-    def __init__(self, image_id: str):
-        self.image_id = image_id
-
-    def close(self) -> None:
-        try:
-            docker_client().images.remove(self.image_id, force=True)
-        except Exception:  # noqa: BLE001 - a bench leftover image is not worth a crash
-            pass
+def _remove_image(image_id: str) -> None:
+    """Removes an image committed for the measure, once its container is gone."""
+    try:
+        docker_client().images.remove(image_id, force=True)
+    except Exception:  # noqa: BLE001 - a bench leftover image is not worth a crash
+        pass
 
 
 def fork_latency(ctx: Context, n: int, k: int = 10) -> list[Row]:

@@ -21,6 +21,8 @@ from repogym.bench.core import (
     Row,
     close_env,
     compare,
+    docker_box,
+    env_pool,
     make_env,
     ms,
     ready_count,
@@ -62,7 +64,7 @@ def _interleaved(methods: dict[str, Callable[[], Any]], n: int) -> dict[str, lis
 # --- step ----------------------------------------------------------------------------------------
 
 def _step_methods(env: Any, command: str) -> dict[str, Callable[[], Any]]:
-    box = env.unwrapped.sandbox
+    box = docker_box(env)
     user, workdir, container = box.user or "root", box.workdir, box.container
     argv = ["docker", "exec", "-u", user, "-w", workdir, container.name, command]
 
@@ -128,7 +130,7 @@ def _warm_resets(ctx: Context, n: int) -> tuple[list[float], list[float], str]:
     stopped = ""
     try:
         env.reset(seed=0)
-        pool = env.unwrapped.pool
+        pool = env_pool(env)
         hits = pool.stats["hits"]
         for _ in range(n):
             _dirty(env)
@@ -189,7 +191,7 @@ def _default_resets(ctx: Context, n: int) -> tuple[list[float], list[float], str
     tight: list[float] = []
     try:
         env.reset(seed=0)
-        pool = env.unwrapped.pool
+        pool = env_pool(env)
         for _ in range(n):
             _dirty(env)
             wait_for(lambda: ready_count(env) >= 1, what="the default pool's spare container")

@@ -103,8 +103,8 @@ def base_row(task: Task) -> ResultRow:
 
 def error_row(task: Task, failure: Failure, timings: dict[str, float]) -> ResultRow:
     row = base_row(task)
-    row.update(error_kind=failure.kind, error=str(failure), timings=timings,
-               traceback="".join(traceback.format_exception(failure.error))[-4000:])
+    row.update({"error_kind": failure.kind, "error": str(failure), "timings": timings,
+                "traceback": "".join(traceback.format_exception(failure.error))[-4000:]})
     return row
 
 
@@ -153,8 +153,8 @@ class EpisodeWorker:
         env = self._env()
         obs, info = self._call_env(t, "reset", functools.partial(
             env.reset, options={"task_id": task.instance_id}))
-        row.update(record=info.get("record"), image=info.get("image"),
-                   image_id=self._image_id(info.get("image")))
+        row.update({"record": info.get("record"), "image": info.get("image"),
+                    "image_id": self._image_id(info.get("image"))})
         self._call_agent(t, self.agent.reset, obs, info)
         done, reward = False, 0.0
         try:
@@ -170,11 +170,11 @@ class EpisodeWorker:
         t["env"] = max(0.0, t["env"] - t["grading"])
         t["total"] = time.monotonic() - start
         patch = info.get("patch")
-        row.update(resolved=bool(info.get("resolved")), reward=float(reward), timings=t,
-                   reward_components=info.get("reward_components") or {},
-                   flags=list(info.get("flags") or []), truncation=info.get("truncation"),
-                   empty_patch=not (patch or "").strip() if patch is not None else None,
-                   agent_stop=getattr(self.agent, "stop_reason", None))
+        row.update({"resolved": bool(info.get("resolved")), "reward": float(reward),
+                    "timings": t, "reward_components": info.get("reward_components") or {},
+                    "flags": list(info.get("flags") or []), "truncation": info.get("truncation"),
+                    "empty_patch": not (patch or "").strip() if patch is not None else None,
+                    "agent_stop": getattr(self.agent, "stop_reason", None)})
         return row
 
     def _call_env(self, t: dict[str, float], phase: str, fn: Callable[..., Any], *args: Any

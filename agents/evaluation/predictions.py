@@ -129,10 +129,11 @@ class PredictionWorker:
         pred = self.predictions[task.instance_id]
         patch = pred.get("model_patch")
         row = base_row(task)
-        row.update(model=pred.get("model_name_or_path"), empty_patch=not (patch or "").strip())
+        row.update({"model": pred.get("model_name_or_path"),
+                    "empty_patch": not (patch or "").strip()})
         start = time.monotonic()
         if row["empty_patch"]:  # as in the harness: nothing to grade
-            row.update(swebench=instance_report(patch, None), timings={"total": 0.0})
+            row.update({"swebench": instance_report(patch, None), "timings": {"total": 0.0}})
             return row
         try:
             image = ensure_image_locked(task)
@@ -140,11 +141,11 @@ class PredictionWorker:
         except Exception as exc:  # noqa: BLE001 - sorted into a failure kind, never dropped
             raise env_failure(exc) from exc
         comps = components(report, 0, None)
-        row.update(resolved=report.resolved, reward=float(self.reward(comps)),
-                   reward_components=comps, flags=list(report.flags), image=image.tag,
-                   timings={"grading": report.total_seconds,
-                            "total": time.monotonic() - start},
-                   swebench=instance_report(patch, report))
+        row.update({"resolved": report.resolved, "reward": float(self.reward(comps)),
+                    "reward_components": comps, "flags": list(report.flags), "image": image.tag,
+                    "timings": {"grading": report.total_seconds,
+                                "total": time.monotonic() - start},
+                    "swebench": instance_report(patch, report)})
         return row
 
     def close(self) -> None:

@@ -187,7 +187,7 @@ def run_threads(workers: int, make_worker: Callable[[], Worker], tasks: list[Tas
     made: list[Worker] = []
     lock = threading.Lock()
 
-    def work(task: Task) -> dict[str, Any]:
+    def work(task: Task) -> ResultRow:
         worker = getattr(local, "worker", None)
         if worker is None:
             worker = local.worker = make_worker()

@@ -262,8 +262,9 @@ def _add_lora(lm: nn.Module, config: TrainConfig, saved: Path | None) -> nn.Modu
     targets: str | list[str] = config.lora_targets
     if config.lora_targets != "all-linear":
         targets = [t.strip() for t in config.lora_targets.split(",") if t.strip()]
-    lora = LoraConfig(r=config.lora_rank, lora_alpha=config.lora_alpha, lora_dropout=0.0,
-                      target_modules=targets, task_type="CAUSAL_LM")
+    # peft annotates lora_alpha as int but only divides by it: a fractional alpha is kept
+    lora = LoraConfig(r=config.lora_rank, lora_alpha=config.lora_alpha,  # type: ignore[arg-type]
+                      lora_dropout=0.0, target_modules=targets, task_type="CAUSAL_LM")
     return get_peft_model(lm, lora)  # type: ignore[arg-type]
 
 

@@ -17,6 +17,7 @@ from typing import Any
 
 from repogym.envs.grading import differential
 from repogym.envs.grading.differential import DIR, MARK, OUTPUT_LIMIT, same
+from repogym.envs.sandbox.base import HarnessSandbox
 from repogym.tasks.schema import Task
 
 
@@ -41,9 +42,9 @@ def harness_source() -> bytes:
         return f.read()
 
 
-def call_cases(box: Any, functions: dict[str, Any], cases: list[dict[str, Any]],
+def call_cases(box: HarnessSandbox, functions: dict[str, Any], cases: list[dict[str, Any]],
                call_timeout: float, timeout: float) -> tuple[dict[str, tuple[Any, float]], str]:
-    """Runs the harness in ``box`` (a ``DockerSandbox``) on ``cases`` (``fn``, ``args``,
+    """Runs the harness in ``box`` on ``cases`` (``fn``, ``args``,
     ``kwargs``; ids are their indexes) as its unprivileged user; returns the outcomes by id
     and a note when the run did not finish."""
     inputs = {"functions": functions, "call_timeout": call_timeout,
@@ -110,10 +111,11 @@ def score_gold(cases: list[dict[str, Any]], outcomes: dict[str, tuple[Any, float
                           for fn, (a, n) in sorted(per.items())}}
 
 
-def run_differential(box: Any, task: Task, timeout: float = 30.0) -> dict[str, Any] | None:
+def run_differential(box: HarnessSandbox, task: Task,
+                     timeout: float = 30.0) -> dict[str, Any] | None:
     """Scores the code in ``box`` against the task's recorded cases (a replication task's
     own, else its gold cases); None for tasks without any. ``box`` is a grading container
-    after its test run (a ``DockerSandbox``)."""
+    after its test run."""
     recorded = (task.reference or {}).get("cases") if task.kind == "replication" else None
     if not recorded or not recorded.get("cases"):
         return run_gold_cases(box, task, timeout)
@@ -127,7 +129,8 @@ def run_differential(box: Any, task: Task, timeout: float = 30.0) -> dict[str, A
     return result
 
 
-def run_gold_cases(box: Any, task: Task, timeout: float = 30.0) -> dict[str, Any] | None:
+def run_gold_cases(box: HarnessSandbox, task: Task,
+                   timeout: float = 30.0) -> dict[str, Any] | None:
     """:func:`score_gold` of the code in ``box`` on the task's gold cases; None without."""
     recorded = task.extra.get("gold_cases")
     if not isinstance(recorded, dict) or not recorded.get("cases"):

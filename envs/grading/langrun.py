@@ -14,7 +14,8 @@ from __future__ import annotations
 import base64
 import re
 import time
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Protocol
 
 from repogym.envs.grading import stage
 from repogym.envs.grading.flags import Flag, tampered_flags
@@ -22,6 +23,8 @@ from repogym.envs.grading.protect_langs import config_changed, content_checked, 
 from repogym.envs.grading.results import PASSING, parse_log
 from repogym.envs.grading.runners import Canary, TestRunner, get_runner, runner_name
 from repogym.envs.grading.runners.base import seen
+from repogym.envs.grading.stage import Staged
+from repogym.envs.sandbox.base import HarnessSandbox
 from repogym.tasks.schema import Task
 
 if TYPE_CHECKING:
@@ -32,13 +35,21 @@ _FILE = re.compile(r"^__RG_FILE (\S+) (\S*)$", re.M)
 MAX_RESULT_BYTES = 20_000_000
 
 
+class RunAsRoot(Protocol):
+    """Runs a script in the grading container as root (the grader's root runner); with
+    ``end_user``, after every process of the tests' user ended. Returns (exit code, output)."""
+
+    def __call__(self, script: str, timeout: float = 120, data: bytes = b"",
+                 end_user: bool = False) -> tuple[int, str]: ...
+
+
 class LangRun:
     """Grades one patch with a language runner; ``root`` runs a script in the container as root
     (the grader's root runner), ``box`` is the grading container."""
 
-    def __init__(self, grader: Grader, task: Task, box: Any, report: GradingReport,
-                 root: Any, end_user: Any):
-        self.g, self.task, self.box, self.report = grader, task, box, report
+    def __init__(self, grader: Grader, task: Task, box: HarnessSandbox, report: GradingReport,
+                 root: RunAsRoot, end_user: Callable[[], None]):
+        self.grader, self.task, self.box, self.report = grader, task, box, report
         self.root, self.end_user = root, end_user
         name = runner_name(task.environment)
         assert name is not None
@@ -58,8 +69,19 @@ class LangRun:
     # --- staging ---------------------------------------------------------------------------
 
     def stage(self, patch: str) -> Canary | None:
-        r = self.report
+        """The agent's patch minus what it may not change, the task's test patch and the
+        canary, in the container; the report says what was applied and what was removed."""
         predicted = stage.patch_paths(patch)
+        stripped = self._protected_by_name(predicted)
+        files = self.test_files()
+        canary = (self.runner.canary(files, self.grader.rng) if self.grader.config.canaries
+                  else None)
+        staged, out = self._apply(patch, predicted, stripped, files, canary)
+        self._record(staged, predicted, stripped)
+        return self._planted(canary, out)
+
+    def _protected_by_name(self, predicted: list[str]) -> dict[str, str]:
+        """The paths the patch changes that the agent may not change, with the reason."""
         task_tests = set(stage.header_paths(self.task.test_patch)) | set(
             self.task.environment.test_files)
         stripped: dict[str, str] = {}
@@ -68,20 +90,25 @@ class LangRun:
                 path, self.language)
             if reason:
                 stripped[path] = reason
+        return stripped
+
+    def _apply(self, patch: str, predicted: list[str], stripped: dict[str, str],
+               files: list[str], canary: Canary | None) -> tuple[Staged, str]:
+        """Runs the staging script, in two parts when a build file must be judged by content
+        (``stripped`` then gains the files whose test settings changed); returns what the
+        script reported and its output."""
         checked = [p for p in predicted if content_checked(p, self.language)
                    and p not in stripped]
-        files = self.test_files()
-        canary = self.runner.canary(files, self.g.rng) if self.g.config.canaries else None
         upload = stage.upload({"agent.patch": patch, "test.patch": self.task.test_patch})
         first = stage.apply_script(bool(patch.strip()), checked)
         dirs = sorted({"."} | {f.rpartition("/")[0] for f in files if "/" in f})
         plant = (f"cd /testbed && if [ ! -e {canary.path!r} ]; then ( {canary.script} ) && "
                  "echo __RG_PLANTED=1; fi\n") if canary else ""
 
-        def finish() -> str:
+        def finish() -> str:  # built once stripped is final
             return stage.finish_script(sorted(stripped), False, files, dirs) + plant
 
-        if checked:
+        if checked:  # the host must read those files before it knows what to strip
             _, out = self.root(first, data=upload)
             staged = stage.parse(out, checked)
             for path in checked:
@@ -93,23 +120,30 @@ class LangRun:
             _, out = self.root(first + finish(), data=upload)
         staged = stage.parse(out, checked)
         stage.require_done(staged, out)
-        r.patch_applied = staged.applied
+        return staged, out
+
+    def _record(self, staged: Staged, predicted: list[str],
+                stripped: dict[str, str]) -> None:
+        report = self.report
+        report.patch_applied = staged.applied
         if not staged.applied:
-            r.flags.append(Flag.PATCH_FAILED)
-            r.log_tail = staged.apply_log[-2000:]
+            report.flags.append(Flag.PATCH_FAILED)
+            report.log_tail = staged.apply_log[-2000:]
             stripped = {}
         else:
-            r.changed = list(predicted)
+            report.changed = list(predicted)
             unseen = sorted(set(staged.container_paths) - set(predicted))
             if unseen:
-                r.invalidate(f"the grading container's git reads paths the host did not: "
-                             f"{unseen[:5]}", Flag.PATCH_MISMATCH)
-        r.stripped = stripped
-        r.flags += tampered_flags(stripped)
+                report.invalidate(f"the grading container's git reads paths the host did not: "
+                                  f"{unseen[:5]}", Flag.PATCH_MISMATCH)
+        report.stripped = stripped
+        report.flags += tampered_flags(stripped)
+
+    def _planted(self, canary: Canary | None, out: str) -> Canary | None:
         if canary is None:
             return None
         if "__RG_PLANTED=1" not in out:
-            r.invalidate(f"the canary could not be planted at {canary.path}")
+            self.report.invalidate(f"the canary could not be planted at {canary.path}")
             return None
         return canary
 
@@ -117,11 +151,11 @@ class LangRun:
 
     def run(self, files: list[str]) -> tuple[str, dict[str, str]]:
         env = self.task.environment
-        timeout = self.g.config.timeout or env.timeout
+        timeout = self.grader.config.timeout or env.timeout
         command = self.runner.command(env, files)
         start = time.monotonic()
         result = self.box.exec(["bash", "-c", f"cd /testbed && {command}"], timeout=timeout,
-                               limit=self.g.config.log_limit)
+                               limit=self.grader.config.log_limit)
         self.report.test_seconds = time.monotonic() - start
         self.report.exit_code = result.exit_code
         self.report.timed_out = result.timed_out

@@ -175,3 +175,21 @@ class Sandbox(Protocol):
     def close(self) -> None:
         """Removes everything the sandbox made; safe to call twice."""
         ...
+
+
+@runtime_checkable
+class HarnessSandbox(Protocol):
+    """What the harness's own steps use of a container beside the agent's shell: one command
+    outside it, and files written as root. The grader's steps and the differential harness are
+    typed against it (``DockerSandbox`` is one)."""
+
+    name: str
+
+    def exec(self, argv: list[str], user: str | None = None, timeout: float = 60.0,
+             limit: int | None = None) -> ExecResult:
+        """Runs ``argv`` (not through the shell) within ``timeout``; failures are data."""
+        ...
+
+    def put_files(self, files: dict[str, bytes], dest: str, owner: int = 0) -> None:
+        """Writes ``files`` (paths relative to ``dest``) as root, owned by uid ``owner``."""
+        ...

@@ -19,13 +19,16 @@ import secrets
 import select
 import socket
 import time
-from typing import Any
+from typing import TYPE_CHECKING
 
 from repogym.envs.sandbox.base import ExecResult, SandboxLost
 from repogym.envs.sandbox.client import engine_errors
 from repogym.envs.sandbox.shell import MarkerCapture
 from repogym.envs.sandbox.transport import FrameReader
 from repogym.resources import script
+
+if TYPE_CHECKING:
+    from repogym.envs.sandbox.docker import DockerSandbox
 
 READY = b"__RG_RUNNER_READY\n"
 # The loop that reads and runs requests (see the file for how, and why so)
@@ -43,7 +46,7 @@ class Runner:
         self.pending = b""  # what came before the ready line was seen
 
     @classmethod
-    def start(cls, box: Any, user: str = "root") -> Runner:
+    def start(cls, box: DockerSandbox, user: str = "root") -> Runner:
         """Starts a runner in ``box``'s container; it answers once its folder exists."""
         api = box.client.api
         with engine_errors(f"start a runner in {box.name}"):
