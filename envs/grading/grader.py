@@ -227,7 +227,7 @@ class _Run:
         upload = stage.upload(files)
         first = stage.apply_script(nonempty, checked)
         prelude = self.channels[0].start_script() if self.channels else ""
-        if self.spare is not None:
+        if self.spare is not None and self.spare.pid is not None:
             prelude += (_start_time(self.spare.pid, "__rg_spare")
                         + 'printf "__RG_SPARE=%s\\n" "$__rg_spare"\n')
         finish = lambda: stage.finish_script(  # noqa: E731 - built once stripped is final
@@ -327,7 +327,8 @@ class _Run:
         if self.disguise is not None and self.disguise.active and not result.timed_out:
             after += self.disguise.swap_script()
             after += self.channels[1].start_script() if self.channels else ""
-            if self.spare is not None:  # the same process as before the tests, or none
+            if self.spare is not None and self.spare.pid is not None:
+                # the same process as before the tests, or none
                 after += (_start_time(self.spare.pid, "__rg_now")
                           + f'[ -n "$__rg_now" ] && [ "$__rg_now" = "{self.spare_start}" ] '
                           f'&& echo __RG_SPARE_OK || kill -9 {self.spare.pid} 2>/dev/null\n')

@@ -156,4 +156,4 @@ class Verdict:
             r.invalidate("pytest exited 1 but no test failed", Flag.EXIT_STATUS)
         elif r.exit_code not in (0, 1):
             r.invalidate(f"pytest exited {r.exit_code} (interrupted, internal or usage error)",
-                         "exit_status" if canaries and not statuses else None)
+                         Flag.EXIT_STATUS if canaries and not statuses else None)
