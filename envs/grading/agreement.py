@@ -22,7 +22,8 @@ from repogym.tasks.schema import Task
 
 
 def parse_outcomes(output: str) -> dict[str, tuple[Any, float]]:
-    """Outcome and seconds per case id; an id printed twice counts as an error."""
+    """Outcome and the call's CPU seconds per case id; an id printed twice counts as an
+    error."""
     found: dict[str, tuple[Any, float]] = {}
     for line in output.split("\n"):
         _, mark, payload = line.partition(MARK)

@@ -340,8 +340,9 @@ class _GoldRecording:
 
         c = self.config
         functions = {t.key: {**t.target.harness_entry()} for t in traced}
-        # calls slower than slow_call are dropped anyway: no need to wait for them longer
-        limit = min(c.call_timeout, 2 * c.slow_call)
+        # calls that take more CPU than slow_call are dropped anyway: no need to wait for
+        # them long, but a busy machine's queue may hold a quick call a while
+        limit = min(c.call_timeout, 5 * c.slow_call)
         timeout = 60 + limit * len(candidates)
         return [call_cases(self.box, functions, candidates, limit, timeout)[0]
                 for _ in range(runs)]

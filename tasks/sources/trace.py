@@ -351,8 +351,9 @@ class _Recording:
 
         c = self.config
         functions = {t.key: t.harness_entry() for t in targets}
-        # calls slower than slow_call are dropped anyway: no need to wait for them longer
-        limit = min(c.call_timeout, 2 * c.slow_call)
+        # calls that take more CPU than slow_call are dropped anyway: no need to wait for
+        # them long, but a busy machine's queue may hold a quick call a while
+        limit = min(c.call_timeout, 5 * c.slow_call)
         timeout = 60 + limit * len(candidates)
         first, _ = call_cases(self.box, functions, candidates, limit, timeout)
         second, _ = call_cases(self.box, functions, candidates, limit, timeout)

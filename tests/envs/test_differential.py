@@ -192,6 +192,21 @@ def test_harness_a_module_that_does_not_import_fails_every_case(tmp_path: Path) 
     assert outcomes == [["error", "resolve: builtins.ImportError"]] * 2
 
 
+def test_harness_times_the_call_not_the_import_that_comes_with_it(tmp_path: Path) -> None:
+    # a slow import is no slow call: recording drops cases slower than slow_call, and a
+    # function's first case used to carry its module's import (toolz under load: 0.34 s);
+    # the call is timed in CPU seconds, so a busy machine does not make it slow either
+    (tmp_path / "inputs.json").write_text(json.dumps({
+        "functions": {"half": {"module": "mod", "qualname": "half", "role": "call"}},
+        "call_timeout": 2.0,
+        "cases": [{"id": "0", "fn": "half", "args": [b64(4)], "kwargs": {}}]}))
+    (tmp_path / "mod.py").write_text("import time\ntime.sleep(0.6)\n" + MODULE)
+    proc = subprocess.run([sys.executable, d.__file__, str(tmp_path / "inputs.json")],
+                          cwd=tmp_path, capture_output=True, text=True, timeout=60)
+    outcome, seconds = agreement.parse_outcomes(proc.stdout)["0"]
+    assert outcome == ["return", 2.0] and seconds < 0.5
+
+
 def test_result_lines_printed_twice_count_as_errors() -> None:
     line = d.MARK + json.dumps({"id": "0", "out": ["return", 1], "s": 0.0})
     found = agreement.parse_outcomes(f"{line}\nnoise\n{line}\n" + d.MARK + "not json\n")
