@@ -23,9 +23,10 @@ NETWORK_ERRORS = re.compile(
     r"Name or service not known|Temporary failure in name resolution|No address associated|"
     r"Network is unreachable|Failed to establish a new connection|nodename nor servname|"
     r"Connection refused|getaddrinfo failed|urlopen error", re.I)
-# pytest's section header for each failure: "____ TestClass.test_name[param] ____"
-_SECTION = re.compile(r"^_{3,} (?:(?:ERROR|FAILURE) (?:at|collecting) \S+ (?:of )?)?(.+?) _{3,}$",
-                      re.M)
+# pytest's section header for each failure: "____ TestClass.test_name[param] ____", with as
+# little as one underscore each side when the name is long; not a traceback's "_ _ _" rule
+_SECTION = re.compile(r"^_+ (?:(?:ERROR|FAILURE) (?:at|collecting) \S+ (?:of )?)?"
+                      r"(?![_ ]+$)(.+?) _+$", re.M)
 _CLOSING = re.compile(r"^=+ .*(short test summary|failed|passed|error).* =+$", re.M)
 
 

@@ -190,3 +190,27 @@ def test_clones_are_cached_once_and_fetched_for_new_commits(
     assert Mirrors().get("octo/app", second) == found  # fetched, not cloned again
     with pytest.raises(TaskError, match="cloning .* failed .* pass --repos DIR"):
         Mirrors().get("octo/missing")
+
+
+def test_failure_sections_are_found_under_long_names_too() -> None:
+    """pytest pads a failure's header with underscores to the terminal's width, down to one
+    each side for a long name; a traceback's ``_ _ _`` rule is no header."""
+    from repogym.tasks.sources.offline import _sections
+
+    log = (
+        "=================================== FAILURES ===================================\n"
+        "__________________________ Suite.test_short[a b] ___________________________\n"
+        "E   socket.gaierror: [Errno -3] Temporary failure in name resolution\n"
+        "_ Suite.test_accept_objects_with_string_representations_as_urls_and_more __\n"
+        "    r = get(url)\n"
+        "_ _ _ _ _ _ _ _ _ _ _ _ _ _ _ _ _ _ _ _ _ _ _ _ _ _ _ _ _ _ _ _ _ _ _ _ _ _ _ _\n"
+        "E   ConnectionError: Max retries exceeded\n"
+        "=========================== short test summary info ============================\n"
+        "FAILED t.py::Suite::test_short[a b] - socket.gaierror\n"
+    )
+    sections = _sections(log)
+    assert list(sections) == ["Suite.test_short[a b]",
+                              "Suite.test_accept_objects_with_string_representations_as_urls"
+                              "_and_more"]
+    assert "ConnectionError" in sections[list(sections)[1]]
+    assert "short test summary" not in sections[list(sections)[1]]
