@@ -35,6 +35,7 @@ class Canaries:
     named: bool = False  # the command line names the canary's file
     extra: tuple[str, ...] = ()  # paths named with it, so that the run collects no less
     note: str = ""  # where the run collects, as the planter read it
+    plugins: tuple[str, ...] = ()  # what the configuration's addopts loads with -p
 
     @property
     def ids(self) -> dict[str, str]:
@@ -45,6 +46,12 @@ class Canaries:
     def args(self) -> list[str]:
         """What the test command's line must add for the canary to be collected."""
         return [*self.extra, self.path] if self.named else []
+
+    @property
+    def plugin_args(self) -> list[str]:
+        """What every run's command line adds for the run to start as the configuration
+        means it to, ``addopts`` being dropped: its ``-p`` plugins."""
+        return [word for name in self.plugins for word in ("-p", name)]
 
 
 @dataclass(frozen=True)
@@ -89,7 +96,7 @@ def read_planted(value: str | None, output: str = "") -> Planted:
         return Planted(None, str(data.get("error") if isinstance(data, dict) else data))
     canaries = Canaries(str(data["path"]), str(data["passing"]), str(data["failing"]),
                         bool(data.get("named")), tuple(map(str, data.get("extra", []))),
-                        str(data.get("note", "")))
+                        str(data.get("note", "")), tuple(map(str, data.get("plugins", []))))
     return Planted(canaries, disguise=data.get("disguise"))
 
 

@@ -164,6 +164,7 @@ class _Run:
         self.channels = ([Channel(1), Channel(2)] if self.pytest and grader.config.reporter
                          else [])
         self.disguise: Disguise | None = None
+        self.plugins: list[str] = []  # the -p plugins of the configuration's addopts
         self.records: list[Records] = []
         # a second waiting pytest for the decoy run, spared when the test run's processes end
         decoy: WarmPytest | None = box.attachments.get("pytest_decoy")
@@ -191,6 +192,7 @@ class _Run:
         # no known test files: the whole suite runs, and discovery finds the canaries too
         # (the planter names them on the command line only where that narrows nothing)
         extra = canaries.args if canaries else []
+        self.plugins = canaries.plugin_args if canaries else []
         if self.disguise is not None:
             files = self.disguise.run_args(self.test_files(), extra, self.g.rng)
         else:
@@ -383,6 +385,9 @@ class _Run:
         plain = pytest_argv(env.test_cmd) if self.pytest else None
         if self.channels:
             opts = [*opts, *reporter.pytest_options()]
+        # the configuration's own plugins come after the reporter: no code of the repository
+        # may run before it has read its key
+        opts = [*opts, *self.plugins]
         if warm is not None and plain is not None and warm.wait_ready(10.0):
             form, args = plain
             plugin = ((reporter.PLUGIN, f"{reporter.PLUGIN_DIR}/{reporter.PLUGIN}.py")

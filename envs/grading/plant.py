@@ -351,6 +351,20 @@ def test_folder(root: str, roots: list[str], files: list[str], python_files: lis
     return os.path.dirname(min(found)[1]) if found else None
 
 
+def addopts_plugins(addopts: list[str]) -> list[str]:
+    """The plugins that the configuration's ``addopts`` loads with ``-p`` (``-p no:X`` left
+    out). The harness drops ``addopts`` (``-o addopts=``) and names these again: a project can
+    declare its own ini keys in such a plugin (pytest's ``-p pytester`` and
+    ``pytester_example_dir``), and under ``filterwarnings = error`` an unknown key stops the run."""
+    plugins = []
+    for i, word in enumerate(addopts):
+        name = addopts[i + 1] if word == "-p" and i + 1 < len(addopts) else (
+            word[2:] if word.startswith("-p") and word != "-p" else None)
+        if name and not name.startswith("no:") and not name.startswith("-"):
+            plugins.append(name)
+    return plugins
+
+
 def where(request: dict[str, Any], root: str) -> dict[str, Any]:
     """The folder for the canary, and whether the command line must name it (and what else,
     so that the run collects no less than it would have)."""
@@ -367,6 +381,7 @@ def where(request: dict[str, Any], root: str) -> dict[str, Any]:
         "notes": [f"configuration {os.path.relpath(config, root)}" if config
                   else "no configuration file"],
         "named": False, "extra": [], "extra_if_named": [],
+        "plugins": addopts_plugins(get("addopts", [])),
     }
     if opts["select"]:
         out["notes"].append(f"the test command selects tests ({'; '.join(opts['select'])})")
@@ -432,7 +447,7 @@ def plan(request: dict[str, Any], root: str = ROOT) -> dict[str, Any]:
     passing, failing, text = source(w["functions"], words[-3:], int(request["n"]))
     return {"path": os.path.join(folder, name) if folder else name, "passing": passing,
             "failing": failing, "text": text, "named": w["named"], "extra": w["extra"],
-            "note": "; ".join(w["notes"])}
+            "plugins": w["plugins"], "note": "; ".join(w["notes"])}
 
 
 def plant(request: dict[str, Any], root: str = ROOT) -> dict[str, Any]:

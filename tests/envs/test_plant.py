@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import random
 import subprocess
+import sys
 import textwrap
 from pathlib import Path
 from typing import Any
@@ -181,6 +182,38 @@ def test_plant_writes_the_file_and_reports_it(tmp_path: Path) -> None:
     planted = canary.read_planted(json.dumps(got))
     assert planted.canaries is not None and planted.canaries.args == []
     assert set(planted.canaries.ids.values()) == {"PASSED", "FAILED"}
+
+
+def test_plugins_that_addopts_loads_are_named_again(tmp_path: Path) -> None:
+    # pytest's own repository: `addopts = "-rfEX -p pytester --strict-markers"` declares the
+    # `pytester_example_dir` key it sets; the harness drops addopts, and under
+    # `filterwarnings = error` the unknown key stopped every run (exit status 3)
+    root = repo(tmp_path, {
+        "pyproject.toml": """\
+            [tool.pytest.ini_options]
+            addopts = "-rfEX -p myplug --strict-markers -p no:doctest -pother"
+            myplug_dir = "x"
+            filterwarnings = ["error"]
+            pythonpath = ["."]
+            """,
+        "myplug.py": """\
+            def pytest_addoption(parser):
+                parser.addini("myplug_dir", "a key this plugin declares")
+            """,
+        "tests/test_a.py": "def test_a():\n    pass\n",
+    })
+    (root / "other.py").write_text("")
+    request = json.loads(canary.request(["-rA"], [], [], random.Random(3)))
+    planted = canary.read_planted(json.dumps(plant.plant(request, str(root))))
+    assert planted.canaries is not None
+    assert planted.canaries.plugin_args == ["-p", "myplug", "-p", "other"]
+    run = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-o", "addopts=",
+           "tests"]
+    bare = subprocess.run(run, cwd=root, capture_output=True, text=True)
+    assert bare.returncode == 3 and "Unknown config option: myplug_dir" in bare.stdout
+    full = subprocess.run([*run, *planted.canaries.plugin_args], cwd=root, capture_output=True,
+                          text=True)
+    assert "2 passed, 1 failed" in full.stdout.replace("1 failed, 2 passed", "2 passed, 1 failed")
 
 
 def test_the_planter_reports_why_it_could_not_plant() -> None:
