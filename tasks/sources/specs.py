@@ -113,8 +113,9 @@ def test_directives(test_patch: str, repo: str) -> list[str]:
 
 
 def translate(spec: dict[str, Any], repo: str, mirror: Path | None, commit: str,
-              python: str | None = None) -> Translated:
-    """A swebench 4.x spec as a repogym environment (``python`` forces a base image)."""
+              python: str | None = None, version: str | None = None) -> Translated:
+    """A swebench 4.x spec as a repogym environment (``python`` forces a base image;
+    ``version`` is the instance's, given to setuptools_scm where the project uses it)."""
     unknown = set(spec) - SPEC_KEYS
     if unknown:
         raise SpecError(f"spec keys repogym does not know: {sorted(unknown)}")
@@ -128,7 +129,15 @@ def translate(spec: dict[str, Any], repo: str, mirror: Path | None, commit: str,
     setup += [str(cmd) for cmd in spec.get("pre_install") or []]
     install = spec.get("install")
     if install:
-        setup.append(_editable(str(install), notes))
+        install = _editable(str(install), notes)
+        if version and mirror is not None and _uses_scm(mirror, commit):
+            # the image's history is one commit with no tags, so setuptools_scm would call the
+            # package 0.1.dev1 and a ``minversion`` in its own config (pytest's) refuses to
+            # run; the harness's clones keep their tags
+            notes.append(f"setuptools_scm given the instance's version {version}: the "
+                         "image's history has no tags")
+            install = f"export SETUPTOOLS_SCM_PRETEND_VERSION={shlex.quote(version)}; {install}"
+        setup.append(install)
     test_cmd = str(spec.get("test_cmd") or "pytest -rA")
     if isinstance(spec.get("test_cmd"), list):
         raise SpecError("a test_cmd with several commands cannot be graded as one run")
@@ -141,6 +150,16 @@ def translate(spec: dict[str, Any], repo: str, mirror: Path | None, commit: str,
     if spec.get("log_parser"):
         env["log_parser"] = str(spec["log_parser"])
     return Translated(env, provenance)
+
+
+def _uses_scm(mirror: Path, commit: str) -> bool:
+    """Whether the project's build configuration at ``commit`` names setuptools_scm."""
+    for path in ("setup.py", "setup.cfg", "pyproject.toml"):
+        kind = run_git(mirror, "cat-file", "-t", f"{commit}:{path}", check=False).strip()
+        if kind == "blob" and re.search(r"setuptools[_-]scm",
+                                        run_git(mirror, "show", f"{commit}:{path}")):
+            return True
+    return False
 
 
 def _package_steps(spec: dict[str, Any], repo: str, mirror: Path | None, commit: str,

@@ -202,7 +202,7 @@ class SwebenchSource:
             source = ("the dataset's install_config" if config else
                       f"swebench {specs.published()['swebench']} specs ({repo} {version})")
             wanted = str(spec.get("python", "3.11"))
-            translated = specs.translate(spec, repo, mirror, commit)
+            translated = specs.translate(spec, repo, mirror, commit, version=version)
             self._retry[iid] = (spec, mirror, specs.nearest_python(wanted)[1:2])
             return translated.environment, {"from": source, **translated.provenance}
         if mirror is None:
@@ -259,7 +259,8 @@ class SwebenchSource:
         from repogym.tasks.validate import validate_task
 
         commit = str(task.extra.get("environment_setup_commit") or task.base_commit)
-        translated = specs.translate(spec, task.repo, mirror, commit, python=others[0])
+        translated = specs.translate(spec, task.repo, mirror, commit, python=others[0],
+                                     version=task.version)
         env = {**task.to_dict()["environment"], **translated.environment}
         source = {**task.extra["environment_source"], **translated.provenance}
         retried = Task.from_dict({**task.to_dict(), "environment": env,

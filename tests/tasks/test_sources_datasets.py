@@ -204,6 +204,23 @@ def test_translation_of_the_spec_keys() -> None:
     assert translate({"python": "3.7"}, python="3.11").environment["python"] == "3.11"
 
 
+def test_setuptools_scm_projects_get_the_instance_version(tmp_path: Path) -> None:
+    # the image's history has no tags: setuptools_scm would say 0.1.dev1, and pytest's own
+    # `minversion = "2.0"` then refuses to run its tests
+    mirror = tmp_path / "m"
+    subprocess.run(["git", "init", "-q", str(mirror)], check=True)
+    spec = {"python": "3.9", "install": "python -m pip install -e ."}
+    scm = commit(mirror, {"pyproject.toml": '[tool.setuptools_scm]\nwrite_to = "v.py"\n'},
+                 "scm")
+    got = specs.translate(spec, "octo/app", mirror, scm, version="8.0")
+    assert got.environment["setup"] == [
+        "export SETUPTOOLS_SCM_PRETEND_VERSION=8.0; python -m pip install -e ."]
+    assert any("setuptools_scm given" in n for n in got.provenance["notes"])
+    plain = commit(mirror, {"pyproject.toml": "[project]\nname = 'app'\n"}, "plain")
+    same = specs.translate(spec, "octo/app", mirror, plain, version="8.0")
+    assert same.environment["setup"] == ["python -m pip install -e ."]
+
+
 def test_what_cannot_be_built_here_is_refused() -> None:
     with pytest.raises(specs.SpecError, match="conda"):
         translate({"python": "3.9", "packages": "environment.yml"})
