@@ -86,7 +86,8 @@ def predictions(task: Task) -> dict[str, str | None]:
             "mutated": mutate_added_line(task.patch)}
 
 
-def build_and_validate(instances: list[str], runs: int) -> tuple[list[Task], list[dict[str, Any]]]:
+def build_and_validate(instances: list[str], runs: int, out: Path
+                       ) -> tuple[list[Task], list[dict[str, Any]]]:
     file = Path("/tmp") / f"lite-{uuid.uuid4().hex[:8]}.jsonl"
     rows = [line for line in LITE.read_text().splitlines()
             if json.loads(line)["instance_id"] in set(instances)]
@@ -95,6 +96,8 @@ def build_and_validate(instances: list[str], runs: int) -> tuple[list[Task], lis
                             SourceOptions(runs=runs))
     kept, records = [], []
     for candidate in source.candidates():
+        # what was measured so far survives an interrupted run
+        (out / "records.json").write_text(json.dumps(records, indent=1) + "\n")
         rec: dict[str, Any] = {"instance_id": candidate.instance_id}
         records.append(rec)
         if isinstance(candidate, Rejected):
@@ -123,6 +126,7 @@ def build_and_validate(instances: list[str], runs: int) -> tuple[list[Task], lis
         print(f"{candidate.instance_id}: {'kept' if task else 'rejected'} ({reason}); "
               f"build {rec['build_s']} s, {rec['size_mb']} MB, validate {rec['validate_s']} s",
               flush=True)
+    (out / "records.json").write_text(json.dumps(records, indent=1) + "\n")
     return kept, records
 
 
@@ -207,7 +211,7 @@ def main() -> int:
     parser.add_argument("--no-agreement", action="store_true")
     args = parser.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
-    kept, records = build_and_validate(args.instances.split(","), args.runs)
+    kept, records = build_and_validate(args.instances.split(","), args.runs, args.out)
     agree: list[dict[str, Any]] = []
     if kept and not args.no_agreement:
         preds = {t.instance_id: predictions(t) for t in kept}
