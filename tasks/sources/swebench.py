@@ -106,6 +106,27 @@ def pull_allowed(flag: bool) -> bool:
     return flag or settings.PULL.is_on()
 
 
+def without_non_tests(task: Task) -> Task:
+    """The task less the listed ids that name no test. swebench's pytest parser reads any
+    line that starts with a status word, captured output included, so a few published lists
+    hold a test's printed line (pytest-dev__pytest-5227: ``[100%]``); no run reports such an
+    id, and grading would count it as a disagreement of its sources. A pytest id has ``::``;
+    what is dropped is kept in the task with the reason."""
+    from repogym.envs.grading.testcmd import runs_pytest
+
+    if not runs_pytest(task.environment):
+        return task
+    junk = {t: "not a test id: a line of captured output that swebench's parser read as a "
+               "result" for t in (*task.FAIL_TO_PASS, *task.PASS_TO_PASS) if "::" not in t}
+    if not junk:
+        return task
+    return Task.from_dict({**task.to_dict(),
+                           "FAIL_TO_PASS": [t for t in task.FAIL_TO_PASS if t not in junk],
+                           "PASS_TO_PASS": [t for t in task.PASS_TO_PASS if t not in junk],
+                           "dropped_tests": {**(task.extra.get("dropped_tests") or {}),
+                                             **junk}})
+
+
 class SwebenchSource:
     """Dataset instances as tasks, checked with ``validate_task`` (see the module docstring)."""
 
@@ -164,7 +185,7 @@ class SwebenchSource:
                                    "dataset_flavor": instance["flavor"]})
         except (TaskError, TypeError, ValueError) as err:
             raise TaskError(f"bad instance or spec: {err}") from err
-        return task
+        return without_non_tests(task)
 
     def _mirror(self, instance: dict[str, Any], repo: str, needed: bool) -> Path | None:
         commit = instance.get("base_commit") if instance["flavor"] in (

@@ -114,6 +114,19 @@ def test_published_specs_give_the_environment(tmp_path: Path, repos: tuple[Path,
     assert task.source == str(folder / "pallets__flask")
 
 
+def test_listed_ids_that_name_no_test_are_dropped(tmp_path: Path,
+                                                 repos: tuple[Path, str]) -> None:
+    # pytest-dev__pytest-5227's PASS_TO_PASS holds lines of a test's captured output
+    folder, base = repos
+    junk = ["[100%]", "[", "[100%]------------------------------"]
+    row = instance(base, PASS_TO_PASS=json.dumps(["tests/test_app.py::test_x", *junk]))
+    task = next(source(tmp_path, [row], repos=folder).candidates())
+    assert isinstance(task, Task)
+    assert task.PASS_TO_PASS == ("tests/test_app.py::test_x",)
+    assert sorted(task.extra["dropped_tests"]) == sorted(junk)
+    assert "not a test id" in task.extra["dropped_tests"]["["]
+
+
 def test_env_file_only_overrides(tmp_path: Path, repos: tuple[Path, str]) -> None:
     folder, base = repos
     specs = tmp_path / "specs.yaml"
