@@ -1,10 +1,10 @@
 """Grading projects whose tests are not in a top-level ``tests/``, on a real engine.
 
-Each project is built at test time: tests inside the package with ``testpaths`` (toolz
-1.2.0's layout, whose canaries went uncollected), a ``src/`` layout, ``testpaths`` in
-``tox.ini``, ``python_files``/``python_functions`` settings. The whole suite runs (no test
-file known, as when a replication task's lists are derived) and the canaries must be
-collected; then the test files are named (as when the task is graded) and gold must resolve
+Each project is built at test time: tests inside the package with ``testpaths`` (toolz 1.2.0's
+layout, whose canaries went uncollected), a ``src/`` layout, ``testpaths`` in ``tox.ini``,
+``python_files``/``python_functions`` settings, a plugin that ``addopts`` loads. The whole suite
+runs (no test file known, as when a replication task's lists are derived) and the canaries must
+be collected; then the test files are named (as when the task is graded) and gold must resolve
 the task. Then a SWE-bench-style task: a repository-specific parser name (``parse_log_flask``),
 ``filterwarnings = error`` (flask's; pytest's cache warning crashed such runs) and an expected
 id cut at a space, as SWE-bench's lists hold them.
@@ -61,6 +61,17 @@ LAYOUTS = {
         "spec/test_area.py": TESTS.format(prefix="test_"),
         "tests/test_stale.py": "def test_stale():\n    raise AssertionError\n",  # not collected
     }, "spec/test_area.py", "spec"),
+    # pytest's own layout: addopts loads a plugin that declares an ini key the configuration
+    # sets; the harness drops addopts, and under filterwarnings = error the key stopped the run
+    "plugin_in_addopts": ({
+        "pyproject.toml": '[tool.pytest.ini_options]\naddopts = "-p shapes.plugin"\n'
+                          'shapes_examples = "examples"\nfilterwarnings = ["error"]\n'
+                          'pythonpath = ["."]\ntestpaths = ["tests"]\n',
+        "shapes/__init__.py": INIT, "shapes/area.py": AREA,
+        "shapes/plugin.py": "def pytest_addoption(parser):\n"
+                            "    parser.addini('shapes_examples', 'declared here')\n",
+        "tests/test_area.py": TESTS.format(prefix="test_"),
+    }, "tests/test_area.py", "tests"),
     "python_functions_setting": ({
         "pytest.ini": "[pytest]\npython_files = check_*.py\npython_functions = check_\n",
         "shapes/__init__.py": INIT, "shapes/area.py": AREA,
