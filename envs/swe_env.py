@@ -344,7 +344,7 @@ class SWEEnv(gym.Env[str, Any]):
 
     def _submit(self, info: dict[str, Any]) -> tuple[float, str]:
         assert self.task is not None and self.image is not None and self.sandbox is not None
-        flags: list[str] = []
+        flags: list[Flag] = []
         try:
             patch = self.sandbox.diff(self.image.repo_commit)
         except SandboxError as exc:
@@ -354,7 +354,7 @@ class SWEEnv(gym.Env[str, Any]):
         report.flags = flags + report.flags
         comps = components(report, self._steps, self._similarity(report))
         reward = float(self.reward_fn(comps))
-        info.update(grading=report.to_dict(), reward_components=comps, flags=report.flags,
+        info.update(grading=report.to_dict(), reward_components=comps, flags=report.flag_names(),
                     patch=patch, resolved=report.resolved)
         self._report = report
         verdict = "resolved" if report.resolved else "not resolved"

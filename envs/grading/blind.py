@@ -27,7 +27,6 @@ from typing import Any
 
 from repogym.envs.grading.flags import Flag
 
-G = "/opt/repogym-grade"
 FLAG = Flag.DECOY
 
 

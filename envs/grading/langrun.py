@@ -18,8 +18,9 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Protocol
 
 from repogym.envs.grading import stage
-from repogym.envs.grading.flags import Flag, tampered_flags
+from repogym.envs.grading.flags import Flag, Protected
 from repogym.envs.grading.protect_langs import config_changed, content_checked, protected_reason
+from repogym.envs.grading.report import GradingReport
 from repogym.envs.grading.results import PASSING, parse_log
 from repogym.envs.grading.runners import Canary, TestRunner, get_runner, runner_name
 from repogym.envs.grading.runners.base import seen
@@ -28,7 +29,7 @@ from repogym.envs.sandbox.base import HarnessSandbox
 from repogym.tasks.schema import Task
 
 if TYPE_CHECKING:
-    from repogym.envs.grading.grader import Grader, GradingReport
+    from repogym.envs.grading.grader import Grader
 
 OUT = stage.OUT
 _FILE = re.compile(r"^__RG_FILE (\S+) (\S*)$", re.M)
@@ -77,22 +78,22 @@ class LangRun:
         canary = (self.runner.canary(files, self.grader.rng) if self.grader.config.canaries
                   else None)
         staged, out = self._apply(patch, predicted, stripped, files, canary)
-        self._record(staged, predicted, stripped)
+        stage.record(self.report, staged, predicted, stripped)
         return self._planted(canary, out)
 
-    def _protected_by_name(self, predicted: list[str]) -> dict[str, str]:
+    def _protected_by_name(self, predicted: list[str]) -> dict[str, Protected]:
         """The paths the patch changes that the agent may not change, with the reason."""
         task_tests = set(stage.header_paths(self.task.test_patch)) | set(
             self.task.environment.test_files)
-        stripped: dict[str, str] = {}
+        stripped: dict[str, Protected] = {}
         for path in predicted:
-            reason = "task_test_file" if path in task_tests else protected_reason(
-                path, self.language)
+            reason: Protected | None = ("task_test_file" if path in task_tests
+                                        else protected_reason(path, self.language))
             if reason:
                 stripped[path] = reason
         return stripped
 
-    def _apply(self, patch: str, predicted: list[str], stripped: dict[str, str],
+    def _apply(self, patch: str, predicted: list[str], stripped: dict[str, Protected],
                files: list[str], canary: Canary | None) -> tuple[Staged, str]:
         """Runs the staging script, in two parts when a build file must be judged by content
         (``stripped`` then gains the files whose test settings changed); returns what the
@@ -121,23 +122,6 @@ class LangRun:
         staged = stage.parse(out, checked)
         stage.require_done(staged, out)
         return staged, out
-
-    def _record(self, staged: Staged, predicted: list[str],
-                stripped: dict[str, str]) -> None:
-        report = self.report
-        report.patch_applied = staged.applied
-        if not staged.applied:
-            report.flags.append(Flag.PATCH_FAILED)
-            report.log_tail = staged.apply_log[-2000:]
-            stripped = {}
-        else:
-            report.changed = list(predicted)
-            unseen = sorted(set(staged.container_paths) - set(predicted))
-            if unseen:
-                report.invalidate(f"the grading container's git reads paths the host did not: "
-                                  f"{unseen[:5]}", Flag.PATCH_MISMATCH)
-        report.stripped = stripped
-        report.flags += tampered_flags(stripped)
 
     def _planted(self, canary: Canary | None, out: str) -> Canary | None:
         if canary is None:

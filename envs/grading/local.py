@@ -19,14 +19,15 @@ import time
 from pathlib import Path
 
 from repogym.envs.grading import stage
+from repogym.envs.grading.box import TEST_ENV
 from repogym.envs.grading.flags import Flag, tampered_flags
-from repogym.envs.grading.grader import GraderConfig, GradingReport, test_files
+from repogym.envs.grading.grader import GraderConfig
+from repogym.envs.grading.report import GradingReport
 from repogym.envs.grading.results import parse_log
+from repogym.envs.grading.testcmd import test_files
 from repogym.errors import TaskError
 from repogym.tasks.repo import export_tree, git, snapshot
 from repogym.tasks.schema import Task
-
-TEST_ENV = {"PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1", "PYTHONDONTWRITEBYTECODE": "1"}
 
 
 class LocalGrader:

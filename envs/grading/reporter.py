@@ -18,15 +18,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-G = "/opt/repogym-grade"
+from repogym.envs.grading.stage import GRADE_DIR
+
 PLUGIN = "_repogym_harness"
-PLUGIN_DIR = f"{G}/py"
-FIFO = f"{G}/rec.fifo"
+PLUGIN_DIR = f"{GRADE_DIR}/py"
+FIFO = f"{GRADE_DIR}/rec.fifo"
 HERE = Path(__file__).parent
 
 
 def upload() -> dict[str, str]:
-    """Files for the staging upload (``G/<name>``)."""
+    """Files for the staging upload (``GRADE_DIR/<name>``)."""
     return {f"py/{PLUGIN}.py": (HERE / "harness_plugin.py").read_text(encoding="utf-8"),
             "collector.py": (HERE / "collector.py").read_text(encoding="utf-8")}
 
@@ -47,25 +48,27 @@ class Channel:
 
     @property
     def folder(self) -> str:
-        return f"{G}/rec{self.run}"
+        return f"{GRADE_DIR}/rec{self.run}"
 
     def start_script(self) -> str:
         """Root: the FIFO (once), the collector started in the background, the key where the
         plugin reads it (the folder of results, the tests' user's)."""
         d = self.folder
-        return f"""mkdir -p {G}/py {G}/out && chmod 755 {G} {G}/py
+        return f"""mkdir -p {GRADE_DIR}/py {GRADE_DIR}/out && chmod 755 {GRADE_DIR} {GRADE_DIR}/py
 [ -p {FIFO} ] || {{ mkfifo -m 622 {FIFO} && chown root:root {FIFO}; }}
 mkdir -m 700 {d}
 printf %s {self.key} > {d}/key; printf %s {self.end} > {d}/end
-(umask 077; setsid python3 -I -S {G}/collector.py {d} </dev/null >{d}/log 2>&1 & echo $! > {d}/pid)
-printf %s {self.key} > {G}/out/key; chown 1000:1000 {G}/out/key 2>/dev/null; chmod 400 {G}/out/key
+(umask 077; setsid python3 -I -S {GRADE_DIR}/collector.py {d} </dev/null >{d}/log 2>&1 \
+  & echo $! > {d}/pid)
+printf %s {self.key} > {GRADE_DIR}/out/key
+chown 1000:1000 {GRADE_DIR}/out/key 2>/dev/null; chmod 400 {GRADE_DIR}/out/key
 """
 
     def stop_script(self) -> str:
         """Root, after the tests' user's processes ended: the end line, the collector's exit,
         its records (base64, one marker line)."""
         d = self.folder
-        return f"""rm -f {G}/out/key
+        return f"""rm -f {GRADE_DIR}/out/key
 printf '\\nEND %s\\n' {self.end} > {FIFO}
 for __i in $(seq 200); do kill -0 "$(cat {d}/pid)" 2>/dev/null || break; sleep 0.01; done
 kill -9 "$(cat {d}/pid)" 2>/dev/null

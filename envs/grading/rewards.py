@@ -44,7 +44,7 @@ import difflib
 from collections.abc import Callable
 from typing import Any
 
-from repogym.envs.grading.grader import GradingReport
+from repogym.envs.grading.report import GradingReport
 from repogym.tasks.repo import read_at
 from repogym.tasks.schema import Task
 

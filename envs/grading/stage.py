@@ -23,12 +23,17 @@ import tarfile
 import tempfile
 import time
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
+from repogym.envs.grading.flags import Flag, Protected, tampered_flags
 from repogym.envs.grading.protect import CONTENT_CHECKED, protected_reason, pytest_settings
 from repogym.errors import GradingError
 
-G = "/opt/repogym-grade"
-OUT = f"{G}/out"
+if TYPE_CHECKING:
+    from repogym.envs.grading.report import GradingReport
+
+GRADE_DIR = "/opt/repogym-grade"  # the harness's files in a grading container
+OUT = f"{GRADE_DIR}/out"
 _MARK = re.compile(r"^__RG_([A-Z0-9_]+)=(.*)$", re.M)
 
 
@@ -81,11 +86,11 @@ def header_paths(patch: str) -> list[str]:
     return sorted({p for p in paths if p and p != "/dev/null"})
 
 
-def protected_by_name(changed: list[str], test_files: frozenset[str]) -> dict[str, str]:
+def protected_by_name(changed: list[str], test_files: frozenset[str]) -> dict[str, Protected]:
     return {p: r for p in changed if (r := protected_reason(p, test_files))}
 
 
-def content_checked(changed: list[str], stripped: dict[str, str]) -> list[str]:
+def content_checked(changed: list[str], stripped: dict[str, Protected]) -> list[str]:
     return [p for p in changed if p.rsplit("/", 1)[-1] in CONTENT_CHECKED and p not in stripped]
 
 
@@ -129,11 +134,13 @@ def apply_script(nonempty: bool, checked: list[str]) -> str:
              "cd /testbed"]
     if nonempty:
         lines += [
-            f'printf "__RG_NUMSTAT=%s\\n" "$(git apply --numstat -z {G}/agent.patch | base64 -w0)"',
-            f"git apply --binary --whitespace=nowarn {G}/agent.patch >{G}/apply.log 2>&1",
+            f'printf "__RG_NUMSTAT=%s\\n" '
+            f'"$(git apply --numstat -z {GRADE_DIR}/agent.patch | base64 -w0)"',
+            f"git apply --binary --whitespace=nowarn {GRADE_DIR}/agent.patch "
+            f">{GRADE_DIR}/apply.log 2>&1",
             "__rg_applied=$?",
             f'printf "__RG_APPLY=%s %s\\n" $__rg_applied '
-            f'"$(tail -c 2000 {G}/apply.log | base64 -w0)"',
+            f'"$(tail -c 2000 {GRADE_DIR}/apply.log | base64 -w0)"',
         ]
     else:
         lines += ["__rg_applied=0", 'echo "__RG_APPLY=0 "']
@@ -156,15 +163,16 @@ def finish_script(stripped: list[str], plant: bool, locked: list[str], dirs: lis
         f"git checkout -q HEAD -- {shlex.quote(p)}; else rm -rf -- {shlex.quote(p)}; "
         "fi 2>/dev/null\n"
         for p in stripped)
-    planter = (f"python3 -I -S {G}/plant.py {G}/canary.json 2>&1 | tail -c 4000; "
-               f"rm -f {G}/canary.json {G}/plant.py {G}/disguise.py\n") if plant else ""
+    planter = (f"python3 -I -S {GRADE_DIR}/plant.py {GRADE_DIR}/canary.json 2>&1 | tail -c 4000; "
+               f"rm -f {GRADE_DIR}/canary.json {GRADE_DIR}/plant.py {GRADE_DIR}/disguise.py\n"
+               ) if plant else ""
     qlocked = " ".join(shlex.quote(p) for p in locked)
     qdirs = " ".join(shlex.quote(d) for d in dirs)
     return f"""{prelude}cd /testbed
 if [ "$__rg_applied" = 0 ]; then :
 {restore}fi
-if [ -s {G}/test.patch ]; then git apply --binary --whitespace=nowarn {G}/test.patch \
-  || {{ echo __RG_TEST_PATCH=failed; exit 3; }}; fi
+if [ -s {GRADE_DIR}/test.patch ]; then git apply --binary --whitespace=nowarn \
+  {GRADE_DIR}/test.patch || {{ echo __RG_TEST_PATCH=failed; exit 3; }}; fi
 {planter}mkdir -p {OUT} && chown 1000:1000 {OUT} 2>/dev/null || chmod 777 {OUT}
 locked=({qlocked})
 files=(); for f in "${{locked[@]}}"; do [ -e "$f" ] && files+=("$f"); done
@@ -204,3 +212,22 @@ def parse(output: str, checked: list[str]) -> Staged:
 def require_done(staged: Staged, output: str) -> None:
     if not staged.done:
         raise GradingError(f"the grading container's staging did not finish: {output[-800:]}")
+
+
+def record(report: GradingReport, staged: Staged, predicted: list[str],
+           stripped: dict[str, Protected]) -> None:
+    """What staging did, in the report: the patch applied or not, what it changes, what was
+    removed from it (with a flag per reason), and a path only the container's git saw."""
+    report.patch_applied = staged.applied
+    if not staged.applied:
+        report.flags.append(Flag.PATCH_FAILED)
+        report.log_tail = staged.apply_log[-2000:]
+        stripped = {}  # nothing of the patch reached the tests: nothing was removed from it
+    else:
+        report.changed = list(predicted)
+        unseen = sorted(set(staged.container_paths) - set(predicted))
+        if unseen:
+            report.invalidate(f"the grading container's git reads paths the host did not: "
+                              f"{unseen[:5]}", Flag.PATCH_MISMATCH)
+    report.stripped = stripped
+    report.flags += tampered_flags(stripped)

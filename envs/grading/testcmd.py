@@ -20,7 +20,8 @@ import functools
 import shlex
 
 from repogym.envs.grading.results import parser_for
-from repogym.tasks.schema import Environment
+from repogym.envs.grading.stage import header_paths
+from repogym.tasks.schema import Environment, Task
 
 _SAMPLE = {
     "tests/test_rg_probe.py::test_passes": "PASSED",
@@ -87,3 +88,14 @@ def _segment_args(words: list[str]) -> list[str] | None:
 def runs_pytest(env: Environment) -> bool:
     """Whether grading gives this environment's runs the pytest treatment."""
     return reads_pytest_output(env.log_parser) and pytest_args(env.test_cmd) is not None
+
+
+def test_files(task: Task) -> list[str]:
+    """The test files a grading run names on the test command's line."""
+    env = task.environment
+    files = list(env.test_files) or header_paths(task.test_patch)
+    if runs_pytest(env):
+        for test_id in (*task.FAIL_TO_PASS, *task.PASS_TO_PASS):
+            files.append(test_id.split("::")[0])
+        files = [f for f in files if f.endswith(".py")] or files
+    return sorted(dict.fromkeys(files))

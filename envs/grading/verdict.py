@@ -24,7 +24,7 @@ from repogym.envs.grading.testcmd import pytest_args
 from repogym.tasks.schema import Task
 
 if TYPE_CHECKING:
-    from repogym.envs.grading.grader import GradingReport
+    from repogym.envs.grading.report import GradingReport
 
 
 class Verdict:

@@ -24,10 +24,10 @@ import socket
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
 
 from repogym.envs.sandbox.base import ExecResult
 from repogym.envs.sandbox.client import engine_errors
+from repogym.envs.sandbox.docker import DockerSandbox
 from repogym.envs.sandbox.shell import OutputCapture
 from repogym.envs.sandbox.transport import FrameReader, exit_code
 
@@ -134,7 +134,7 @@ class WarmPytest:
     pid: int | None = None  # in the container's namespace, once ready
 
     @classmethod
-    def start(cls, box: Any, env: dict[str, str]) -> WarmPytest:
+    def start(cls, box: DockerSandbox, env: dict[str, str]) -> WarmPytest:
         api = box.client.api
         with engine_errors(f"start pytest in {box.name}"):
             exec_id = api.exec_create(
@@ -165,8 +165,8 @@ class WarmPytest:
         self.pid = int(pid) if self.ready and pid.isdigit() else None
         return self.ready
 
-    def run(self, box: Any, args: list[str], form: str, imports: list[str], timeout: float,
-            limit: int, end_user: Callable[[], None],
+    def run(self, box: DockerSandbox, args: list[str], form: str, imports: list[str],
+            timeout: float, limit: int, end_user: Callable[[], None],
             plugin: tuple[str, str] | None = None) -> ExecResult:
         """Runs pytest once; at the time limit, ``end_user`` kills every process of the
         unprivileged user. ``plugin``: (module name, file) imported before pytest starts."""

@@ -235,7 +235,6 @@ class LeasedSandbox(DockerSandbox):
         self.user = lease.user
         self._closed = False
         self.baseline_changes = None
-        self.attachments: dict[str, Any] = {}
         self.container = self.client.containers.prepare_model(
             {"Id": lease.container_id, "Name": "/" + lease.name})
         self._shell = Shell.adopt(SocketTransport(sock, self.container, self.user),

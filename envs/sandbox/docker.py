@@ -75,8 +75,6 @@ class DockerSandbox:
         self._closed = False
         self._shell: Shell | None = None
         self.baseline_changes: set[str] | None = None
-        # processes started in it for later use (a warm pytest); closed with it
-        self.attachments: dict[str, Any] = {}
         reap_dead_owners(self.client)
         self._start_container()
         if config.shell:
@@ -248,8 +246,6 @@ class DockerSandbox:
         if self._shell is not None:
             self._shell.close()
             self._shell = None
-        for attached in self.attachments.values():
-            attached.close()
         self._remove()
         owners.untrack(self.name)
 

@@ -81,9 +81,10 @@ class SandboxPool:
         self._closed = False
         self._workers: list[threading.Thread] = []
         self._fillers: dict[tuple[str, str], threading.Thread] = {}
-        # what to start in a new container of a role before it is handed out (the grader's
-        # warm pytest); a failure there discards the container
-        self.on_start: dict[str, Callable[[DockerSandbox], None]] = {}
+        # what a role's containers are started as, DockerSandbox where a role has none: the
+        # grader's (a GradingBox) start their runner and pytest's import in the filler thread
+        # too; a start that fails leaves nothing behind
+        self.kinds: dict[str, Callable[[SandboxConfig], DockerSandbox]] = {}
         # hits: handed out without a start (waited: of them, after waiting for a reset or a
         # start); misses: started for the caller
         self.stats = {"hits": 0, "misses": 0, "waited": 0, "reused": 0, "discarded": 0,
@@ -95,14 +96,8 @@ class SandboxPool:
         cfg = {**self.config, **self._configs.get(key, {})}
         if self.reuse and role == "agent":
             cfg["cap_add"] = tuple(sorted(set(cfg.get("cap_add", ())) | set(RESET_CAPS)))
-        box = DockerSandbox(SandboxConfig(image=image, role=role, **cfg))
-        hook = self.on_start.get(role)
-        if hook is not None:
-            try:
-                hook(box)
-            except RepogymError:
-                box.close()
-                raise
+        start = self.kinds.get(role, DockerSandbox)
+        box = start(SandboxConfig(image=image, role=role, **cfg))
         if self.reuse and role == "agent" and not box.read_only:
             # what the engine itself changed (init binary, /etc/hosts, ...) before any agent
             try:

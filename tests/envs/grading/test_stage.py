@@ -51,7 +51,8 @@ def test_the_script_output_is_read_by_its_markers() -> None:
 
 def test_the_finish_script_plants_the_canaries_after_the_test_patch() -> None:
     script = stage.finish_script(["conftest.py"], True, ["tests/test_a.py"], [".", "tests"])
-    assert script.index(f"{stage.G}/test.patch") < script.index(f"{stage.G}/plant.py")
-    assert script.index(f"{stage.G}/plant.py") < script.index("chown root:root")
+    grade_dir = stage.GRADE_DIR
+    assert script.index(f"{grade_dir}/test.patch") < script.index(f"{grade_dir}/plant.py")
+    assert script.index(f"{grade_dir}/plant.py") < script.index("chown root:root")
     assert "git checkout -q HEAD -- conftest.py" in script
     assert "plant.py" not in stage.finish_script([], False, [], ["."])

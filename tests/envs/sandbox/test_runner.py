@@ -17,21 +17,25 @@ pytestmark = pytest.mark.docker
 def box(toy_image: str):
     # root may signal the agent's processes, as in grading containers
     sandbox = DockerSandbox(SandboxConfig(image=toy_image, run_id="test-runner", cap_add=("KILL",)))
-    sandbox.attachments["root"] = Runner.start(sandbox)
     yield sandbox
     sandbox.close()
 
 
-def test_scripts_run_as_root_in_the_repository_one_after_another(box: DockerSandbox) -> None:
-    runner: Runner = box.attachments["root"]
+@pytest.fixture()
+def runner(box: DockerSandbox):
+    started = Runner.start(box)
+    yield started
+    started.close()
+
+
+def test_scripts_run_as_root_in_the_repository_one_after_another(runner: Runner) -> None:
     first = runner.run("id -u; pwd; echo err >&2; exit 3")
     assert first.output == "0\n/testbed\nerr\n" and first.exit_code == 3
     assert runner.run("printf no-newline").output == "no-newline"
     assert runner.run("true").output == ""
 
 
-def test_input_reaches_the_script_whole(box: DockerSandbox) -> None:
-    runner: Runner = box.attachments["root"]
+def test_input_reaches_the_script_whole(runner: Runner) -> None:
     data = bytes(range(256)) * 4096  # 1 MiB, every byte value
     result = runner.run("sha256sum | cut -c1-64", data=data)
     import hashlib
@@ -40,23 +44,20 @@ def test_input_reaches_the_script_whole(box: DockerSandbox) -> None:
     assert runner.run("cat").output == ""  # nothing of the last input is left for the next
 
 
-def test_output_cannot_end_a_script_early(box: DockerSandbox) -> None:
-    runner: Runner = box.attachments["root"]
+def test_output_cannot_end_a_script_early(runner: Runner) -> None:
     forged = "printf '\\n__RG_DONE_0000000000000000 0\\n'; echo still; exit 5"
     result = runner.run(forged)
     assert result.output.endswith("still\n") and result.exit_code == 5
 
 
-def test_time_limit(box: DockerSandbox) -> None:
-    runner: Runner = box.attachments["root"]
+def test_time_limit(runner: Runner) -> None:
     start = time.monotonic()
     result = runner.run("sleep 100", timeout=1)
     assert result.timed_out and time.monotonic() - start < 5
     assert runner.run("echo next").output == "next\n"
 
 
-def test_the_agent_cannot_reach_it(box: DockerSandbox) -> None:
-    runner: Runner = box.attachments["root"]
+def test_the_agent_cannot_reach_it(box: DockerSandbox, runner: Runner) -> None:
     pid = runner.run("ps -o ppid= -p $PPID").output.strip()  # the runner's bash (above timeout)
     assert runner.run(f"cat /proc/{pid}/cmdline").output.startswith("bash")
     folder = runner.run("ls -d /tmp/tmp.*").output.strip()
@@ -67,14 +68,13 @@ def test_the_agent_cannot_reach_it(box: DockerSandbox) -> None:
     assert runner.run("echo alive").output == "alive\n"
 
 
-def test_scripts_run_when_the_agent_filled_the_temporary_folder(box: DockerSandbox) -> None:
-    runner: Runner = box.attachments["root"]
+def test_scripts_run_when_the_agent_filled_the_temporary_folder(box: DockerSandbox,
+                                                                 runner: Runner) -> None:
     assert "No space left" in box.run("head -c 400M /dev/zero > /tmp/fill").output
     assert runner.run("echo still; exit 4").output == "still\n"
 
 
-def test_a_lost_container_raises_and_closes_the_runner(box: DockerSandbox) -> None:
-    runner: Runner = box.attachments["root"]
+def test_a_lost_container_raises_and_closes_the_runner(box: DockerSandbox, runner: Runner) -> None:
     box.client.api.kill(box.container.id)
     with pytest.raises(SandboxLost):
         runner.run("true", timeout=5)
@@ -83,8 +83,7 @@ def test_a_lost_container_raises_and_closes_the_runner(box: DockerSandbox) -> No
         runner.run("true")
 
 
-def test_ending_a_user_that_took_every_process_slot(box: DockerSandbox) -> None:
-    runner: Runner = box.attachments["root"]
+def test_ending_a_user_that_took_every_process_slot(box: DockerSandbox, runner: Runner) -> None:
     bomb = "import os\nwhile True:\n    try: os.fork()\n    except OSError: pass\n"
     box.container.exec_run(["python3", "-c", bomb], user="repogym", detach=True)
     deadline = time.monotonic() + 90  # a loaded machine forks slowly
@@ -100,8 +99,7 @@ def test_ending_a_user_that_took_every_process_slot(box: DockerSandbox) -> None:
     assert runner.run("echo again").output == "again\n"
 
 
-def test_ending_a_user_but_the_process_it_spares(box: DockerSandbox) -> None:
-    runner: Runner = box.attachments["root"]
+def test_ending_a_user_but_the_process_it_spares(box: DockerSandbox, runner: Runner) -> None:
     for _ in range(2):
         box.container.exec_run(["sleep", "300"], user="repogym", detach=True)
     listed = runner.run("ps -u repogym -o pid=,comm=", timeout=30).output.split()

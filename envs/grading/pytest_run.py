@@ -1,0 +1,328 @@
+"""One grading run of a pytest task in one grading container: staging (one script, two when a
+setup file must be judged by content), the test run, the decoy run, the results (one script),
+and the verdict. The scripts go to the container's root runner.
+
+See the README's "Grading and safety" for what each step defends.
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+import time
+from typing import TYPE_CHECKING
+
+from repogym.envs.grading import blind, canary, reporter, stage
+from repogym.envs.grading.agreement import run_differential
+from repogym.envs.grading.blind import Disguise
+from repogym.envs.grading.box import TEST_ENV, GradingBox
+from repogym.envs.grading.canary import Canaries
+from repogym.envs.grading.checks import (
+    COMPILE_FAILED,
+    changed_modules,
+    compile_check,
+    import_check,
+    kept_python,
+    read_import_marks,
+)
+from repogym.envs.grading.flags import Protected
+from repogym.envs.grading.report import GradingReport
+from repogym.envs.grading.reporter import Channel, Records
+from repogym.envs.grading.results import parse_log
+from repogym.envs.grading.stage import OUT, Staged
+from repogym.envs.grading.testcmd import pytest_args, runs_pytest, test_files
+from repogym.envs.grading.verdict import Verdict
+from repogym.envs.grading.warm_pytest import WarmPytest, pytest_argv
+from repogym.envs.sandbox.base import ExecResult
+from repogym.tasks.schema import Task
+
+if TYPE_CHECKING:
+    from repogym.envs.grading.grader import Grader
+
+TEST_UID = 1000  # the images' unprivileged user, who runs the tests
+_JUNIT = "__RG_JUNIT_FOLLOWS"
+_SPARE = re.compile(r"^__RG_SPARE=(\d+)$", re.M)
+
+
+class PytestRun:
+    """Grades one patch of a pytest task in ``box``; the verdict goes into ``report``."""
+
+    def __init__(self, grader: Grader, task: Task, box: GradingBox, report: GradingReport):
+        self.grader, self.task, self.box, self.report = grader, task, box, report
+        self.pytest = runs_pytest(task.environment)
+        self.changed: list[str] = []
+        self.channels = ([Channel(1), Channel(2)] if self.pytest and grader.config.reporter
+                         else [])
+        self.disguise: Disguise | None = None
+        self.plugins: list[str] = []  # the -p plugins of the configuration's addopts
+        self.records: list[Records] = []
+        # a second waiting pytest for the decoy run, spared when the test run's processes end
+        decoy = box.decoy_pytest
+        self.spare = (decoy if self.channels and grader.config.disguise and decoy is not None
+                      and decoy.wait_ready(0) and decoy.pid else None)
+        self.spare_start = ""  # its start time, read before any of the agent's code ran
+
+    def root(self, script: str, timeout: float = 120, data: bytes = b"",
+             end_user: bool = False) -> tuple[int, str]:
+        """Runs ``script`` as root; with ``end_user``, after every process of the tests' user
+        ended (the runner does it without forking: a fork bomb in the tests cannot stop it)."""
+        spare = self.spare.pid if self.spare is not None else None
+        result = self.box.runner.run(script, data, timeout,
+                                     end_user=TEST_UID if end_user else None, spare=spare)
+        return result.exit_code, result.output
+
+    def end_user(self) -> None:
+        self.root(":", timeout=30, end_user=True)
+
+    def grade(self, patch: str) -> None:
+        canaries = self.stage(patch)
+        # no known test files: the whole suite runs, and discovery finds the canaries too
+        # (the planter names them on the command line only where that narrows nothing)
+        extra = canaries.args if canaries else []
+        self.plugins = canaries.plugin_args if canaries else []
+        if self.disguise is not None:
+            files = self.disguise.run_args(self.test_files(), extra, self.grader.rng)
+        else:
+            files = self.test_files() + extra
+        log, junit = self.run_tests(files)
+        if self.disguise is not None and self.disguise.active and not self.report.timed_out:
+            self.decoy_run()
+        self.report.differential = run_differential(self.box, self.task)  # the tests' user ended
+        self.judge(log, junit, canaries)
+
+    def test_files(self) -> list[str]:
+        return test_files(self.task)
+
+    # --- 1. staging: the agent's diff minus what it may not touch, test patch, canaries ------
+
+    def stage(self, patch: str) -> Canaries | None:
+        predicted = stage.patch_paths(patch)
+        task_tests = frozenset(stage.header_paths(self.task.test_patch)) | set(
+            self.task.environment.test_files)
+        stripped = stage.protected_by_name(predicted, task_tests)
+        plant = self.pytest and self.grader.config.canaries
+        hide = plant and self.grader.config.disguise
+        staged, out = self._apply(patch, predicted, stripped, plant, hide)
+        stage.record(self.report, staged, predicted, stripped)
+        if staged.applied:
+            self.changed = list(predicted)
+        return self._planted(staged.canary, out, hide) if plant else None
+
+    def _apply(self, patch: str, predicted: list[str], stripped: dict[str, Protected],
+               plant: bool, hide: bool) -> tuple[Staged, str]:
+        """Runs the staging script, in two parts when a setup file must be judged by content
+        (``stripped`` then gains the files whose pytest settings changed); returns what the
+        script reported and its output."""
+        checked = stage.content_checked(predicted, stripped)
+        files = self.test_files()
+        upload = self._upload(patch, files, plant, hide)
+        first = stage.apply_script(bool(patch.strip()), checked)
+        prelude = self._prelude()
+
+        def finish() -> str:  # built once stripped is final
+            return stage.finish_script(sorted(stripped), plant, files, protected_dirs(files),
+                                       prelude)
+
+        if checked:  # the host must read those files before it knows what to strip
+            _, out = self.root(first, data=upload)
+            staged = stage.parse(out, checked)
+            for path in checked:
+                if staged.applied and stage.config_changed(path, *staged.contents[path]):
+                    stripped[path] = "pytest_config"
+            _, more = self.root(stage.resume_header(staged.applied) + finish())
+            out += more
+        else:
+            _, out = self.root(first + finish(), data=upload)
+        staged = stage.parse(out, checked)
+        stage.require_done(staged, out)
+        found = _SPARE.search(out)
+        self.spare_start = found.group(1) if found else ""
+        return staged, out
+
+    def _upload(self, patch: str, files: list[str], plant: bool, hide: bool) -> bytes:
+        """The patches, and with ``plant`` the planter and its request (where the canaries go
+        and, with ``hide``, the hidden tests' new names), and the reporter's files."""
+        task = self.task
+        upload = {"agent.patch": patch, "test.patch": task.test_patch}
+        if plant:
+            upload["plant.py"] = canary.planter_source()
+            upload["disguise.py"] = canary.disguise_source()
+            upload["canary.json"] = canary.request(
+                pytest_args(task.environment.test_cmd) or [], files,
+                stage.header_paths(task.test_patch), self.grader.rng,
+                blind.planter_request(list(task.FAIL_TO_PASS), self.grader.rng) if hide
+                else None)
+        if self.channels:
+            upload.update(reporter.upload())
+        return stage.upload(upload)
+
+    def _prelude(self) -> str:
+        """What staging runs first: the reporter's collector, and the decoy run's waiting
+        process's start time (read before any of the agent's code ran)."""
+        prelude = self.channels[0].start_script() if self.channels else ""
+        if self.spare is not None and self.spare.pid is not None:
+            prelude += (_start_time(self.spare.pid, "__rg_spare")
+                        + 'printf "__RG_SPARE=%s\\n" "$__rg_spare"\n')
+        return prelude
+
+    def _planted(self, marker: str | None, output: str, hide: bool) -> Canaries | None:
+        planted = canary.read_planted(marker, output)
+        if planted.canaries is None:
+            # no canary, no proof that the runner was left alone: the run cannot count
+            self.report.canary_note = planted.error
+            self.report.invalidate(f"canaries could not be planted: {planted.error}")
+            return None
+        self.report.canary_note = f"{planted.canaries.path} ({planted.canaries.note})"
+        if hide:
+            try:
+                self.disguise = Disguise.read(planted.disguise)
+                self.report.disguised = dict(self.disguise.renamed)
+            except ValueError as exc:  # the hidden tests could be singled out: cannot count
+                self.report.invalidate(str(exc))
+        return planted.canaries
+
+    # --- 2. the test run -----------------------------------------------------------------------
+
+    def run_tests(self, files: list[str]) -> tuple[str, str]:
+        """The test run, then the results; returns the log and JUnit's XML."""
+        report = self.report
+        start = time.monotonic()
+        result, report.warm_pytest = self._execute(
+            files, self._pytest_options(), changed_modules(self._kept_python()), self.box.pytest)
+        report.test_seconds = time.monotonic() - start
+        report.exit_code = result.exit_code
+        report.timed_out = result.timed_out
+        marks = read_import_marks(result.output, result.timed_out)
+        report.imports, report.shadowed = marks.imports, marks.shadowed
+        report.log_tail = marks.log[-4000:]
+        return marks.log, self._after_tests(result.timed_out)
+
+    def _pytest_options(self) -> list[str]:
+        if not self.pytest:
+            return []
+        return ["-p", "no:cacheprovider", "-o", "addopts=", "-o", "junit_family=xunit1",
+                f"--junitxml={OUT}/junit.xml", "--rootdir=/testbed"]
+
+    def _execute(self, files: list[str], opts: list[str], imports: list[str],
+                 warm: WarmPytest | None) -> tuple[ExecResult, bool]:
+        """One run of the task's test command on ``files``: in the pytest imported ahead of
+        time when the command is plain pytest (the second value says so), else in a new
+        process. ``imports``: the modules the import check tries after the tests."""
+        env = self.task.environment
+        config = self.grader.config
+        timeout = config.timeout or env.timeout
+        plain = pytest_argv(env.test_cmd) if self.pytest else None
+        if self.channels:
+            opts = [*opts, *reporter.pytest_options()]
+        # the configuration's own plugins come after the reporter: no code of the repository
+        # may run before it has read its key
+        opts = [*opts, *self.plugins]
+        if warm is not None and plain is not None and warm.wait_ready(10.0):
+            form, args = plain
+            plugin = ((reporter.PLUGIN, f"{reporter.PLUGIN_DIR}/{reporter.PLUGIN}.py")
+                      if self.channels else None)
+            return warm.run(self.box, [*args, *opts, *files], form, imports, timeout,
+                            config.log_limit, self.end_user, plugin), True
+        command = f"{env.test_cmd} {shlex.join(opts)} {shlex.join(files)}"
+        if self.channels:
+            command = f"export {reporter.env_assignment()}; {command}"
+        # the import check runs after the tests, in the same exec; the exit status stays
+        # pytest's
+        command = f"{command}; __rc=$?; {import_check(imports, env.test_cmd)} exit $__rc"
+        return self.box.exec(
+            ["env", *(f"{k}={v}" for k, v in TEST_ENV.items()), "bash", "-c", command],
+            timeout=timeout, limit=config.log_limit,
+        ), False
+
+    def _after_tests(self, timed_out: bool) -> str:
+        """Root, once every process of the tests' user ended (nothing the tests left behind may
+        write to the results after this point): the compile check, the reporter's records,
+        the decoys in place of the test files; returns JUnit's XML."""
+        _, out = self.root(f"{compile_check(self._kept_python())}echo; "
+                           f"{self._after_script(timed_out)}echo {_JUNIT}; "
+                           f"cat {OUT}/junit.xml 2>/dev/null", timeout=60, end_user=True)
+        compiled, _, rest = out.partition("\n")
+        before, _, junit = rest.partition(f"{_JUNIT}\n")
+        self.report.compiles = compiled.strip() != COMPILE_FAILED
+        if "__RG_SPARE_OK" not in before:
+            self.spare = None
+        if self.channels:
+            self.records.append(self.channels[0].read(before))
+        return junit
+
+    def _after_script(self, timed_out: bool) -> str:
+        after = ""
+        if self.channels:
+            after += self.channels[0].stop_script()
+        if self.disguise is not None and self.disguise.active and not timed_out:
+            after += self.disguise.swap_script()
+            after += self.channels[1].start_script() if self.channels else ""
+            if self.spare is not None and self.spare.pid is not None:
+                # the same process as before the tests, or none
+                after += (_start_time(self.spare.pid, "__rg_now")
+                          + f'[ -n "$__rg_now" ] && [ "$__rg_now" = "{self.spare_start}" ] '
+                          f'&& echo __RG_SPARE_OK || kill -9 {self.spare.pid} 2>/dev/null\n')
+        return after
+
+    def _kept_python(self) -> list[str]:
+        return kept_python(self.changed, self.report.stripped)
+
+    # --- 3. the decoy run ----------------------------------------------------------------------
+
+    def decoy_run(self) -> None:
+        """The decoys (the hidden tests' files at their own paths, every hidden test failing
+        after it ran) in a new test process; see ``blind.py``."""
+        assert self.disguise is not None
+        opts = ["-p", "no:cacheprovider", "-o", "addopts=", "--rootdir=/testbed",
+                "--continue-on-collection-errors"]
+        start = time.monotonic()
+        warm, self.spare = self.spare, None  # its turn: the next end of the user takes it too
+        result, self.report.decoy_warm = self._execute(
+            self.disguise.decoy_args(self.grader.rng), opts, [], warm)
+        self.report.decoy_seconds = time.monotonic() - start
+        _, out = self.root(self.channels[1].stop_script() if self.channels else ":",
+                           timeout=60, end_user=True)
+        records = self.channels[1].read(out) if self.channels else Records(ended=True)
+        if self.channels:
+            self.records.append(records)
+        self._judge_decoys(result, records)
+
+    def _judge_decoys(self, result: ExecResult, records: Records) -> None:
+        assert self.disguise is not None
+        log = parse_log(result.output, self.task.environment.log_parser)
+        statuses = dict(records.statuses) if self.channels else dict(log)
+        # a pass the log claims and the records do not counts against the decoys as well
+        statuses.update({k: v for k, v in log.items() if v == "PASSED"})
+        self.report.decoys = statuses
+        problems = self.disguise.decoy_problems(
+            statuses, records.collection_errors + records.skipped_modules)
+        if result.timed_out:
+            problems.append("the decoy run hit its time limit")
+        elif result.exit_code == 0:
+            problems.append("the decoy run exited 0 although every decoy fails")
+        if problems:
+            self.report.invalidate("; ".join(problems[:5]), blind.FLAG)
+
+    # --- 4. the verdict ------------------------------------------------------------------------
+
+    def judge(self, log: str, junit_xml: str, canaries: Canaries | None) -> None:
+        Verdict(self.report, self.task, self.pytest, self.records, self.disguise).judge(
+            log, junit_xml, canaries)
+
+
+def protected_dirs(test_files: list[str]) -> list[str]:
+    """/testbed and every folder on the way to a test file: no new conftest.py there (the
+    planter does the same for the canary's folders)."""
+    dirs = {"."}
+    for path in test_files:
+        parts = path.split("/")[:-1]
+        for i in range(1, len(parts) + 1):
+            dirs.add("/".join(parts[:i]))
+    return sorted(dirs)
+
+
+def _start_time(pid: int, var: str) -> str:
+    """Shell (builtins only) that sets ``var`` to the start time of process ``pid`` (empty when
+    there is none): with its id, it names one process, never one that took its id later."""
+    return (f"{var}=; __rg_stat=; read -r __rg_stat < /proc/{int(pid)}/stat 2>/dev/null && "
+            f"{{ __rg_stat=${{__rg_stat##*) }}; set -- $__rg_stat; {var}=${{20:-}}; }}\n")
