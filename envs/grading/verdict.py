@@ -36,45 +36,62 @@ class Verdict:
         self.records, self.disguise = records, disguise
 
     def judge(self, log: str, junit_xml: str, canaries: Canaries | None) -> None:
-        r, task = self.report, self.task
-        parser = task.environment.log_parser
-        log_status = self._unmask(parse_log(log, parser))
+        log_status = self._unmask(parse_log(log, self.task.environment.log_parser))
         statuses = view = dict(log_status)
         if self.pytest:
             statuses, view = self._statuses(junit_xml, log, log_status, canaries)
         self._check_records()
-        if canaries:
-            r.canaries = {node: statuses.get(node, "MISSING") for node in canaries.ids}
-            problems = canary_problems(canaries, statuses)
-            if problems:
-                r.invalidate("; ".join(problems), Flag.CANARY)
-        if r.timed_out:
-            r.invalidate("the test run hit its time limit", Flag.TIMEOUT)
+        self._check_canaries(statuses, canaries)
+        if self.report.timed_out:
+            self.report.invalidate("the test run hit its time limit", Flag.TIMEOUT)
         self._check_exit(statuses, canaries)
+        missing = self._expected(statuses, view, canaries)
+        self._score(view, missing)
+
+    def _check_canaries(self, statuses: dict[str, str], canaries: Canaries | None) -> None:
+        if not canaries:
+            return
+        self.report.canaries = {node: statuses.get(node, "MISSING") for node in canaries.ids}
+        problems = canary_problems(canaries, statuses)
+        if problems:
+            self.report.invalidate("; ".join(problems), Flag.CANARY)
+
+    def _expected(self, statuses: dict[str, str], view: dict[str, str],
+                  canaries: Canaries | None) -> list[str]:
+        """The statuses without the canaries, and the task's lists' statuses, in the report;
+        returns the expected tests that were not collected."""
+        report, task = self.report, self.task
         canary_ids = set(canaries.ids) if canaries else set()
-        r.statuses = {t: s for t, s in statuses.items() if t not in canary_ids}
-        r.fail_to_pass = {t: view.get(t, "MISSING") for t in task.FAIL_TO_PASS}
-        r.pass_to_pass = {t: view.get(t, "MISSING") for t in task.PASS_TO_PASS}
-        missing = [t for t, s in {**r.fail_to_pass, **r.pass_to_pass}.items() if s == "MISSING"]
+        report.statuses = {t: s for t, s in statuses.items() if t not in canary_ids}
+        report.fail_to_pass = {t: view.get(t, "MISSING") for t in task.FAIL_TO_PASS}
+        report.pass_to_pass = {t: view.get(t, "MISSING") for t in task.PASS_TO_PASS}
+        expected = {**report.fail_to_pass, **report.pass_to_pass}
+        missing = [t for t, s in expected.items() if s == "MISSING"]
         if missing:
             # the whole expected set must be collected; an uncollected test is no tampering
             # proof (a broken import does it too), so the run is invalid without a flag
-            r.invalidate(f"{len(missing)} expected tests were not collected: {missing[:3]}")
+            report.invalidate(f"{len(missing)} expected tests were not collected: {missing[:3]}")
+        return missing
+
+    def _score(self, view: dict[str, str], missing: list[str]) -> None:
+        """swebench's status and the pass rates; resolved only on explicit passes of every
+        FAIL_TO_PASS test in a valid run."""
+        report, task = self.report, self.task
         # swebench (and the datasets library it imports) costs seconds: only when grading
         from swebench.harness.grading import get_eval_tests_report, get_resolution_status
 
         gold = {"FAIL_TO_PASS": list(task.FAIL_TO_PASS), "PASS_TO_PASS": list(task.PASS_TO_PASS)}
         tests_report = get_eval_tests_report(view, gold)
-        r.swebench_status = get_resolution_status(tests_report)
-        f2p_ok = [t for t, s in r.fail_to_pass.items() if s == "PASSED"]  # explicit passes only
+        report.swebench_status = get_resolution_status(tests_report)
+        f2p_ok = [t for t, s in report.fail_to_pass.items() if s == "PASSED"]
         p2p_ok = tests_report["PASS_TO_PASS"]["success"]
-        r.f2p_pass_rate = len(f2p_ok) / len(task.FAIL_TO_PASS) if task.FAIL_TO_PASS else 1.0
-        r.p2p_pass_rate = len(p2p_ok) / len(task.PASS_TO_PASS) if task.PASS_TO_PASS else 1.0
-        if not r.valid:
-            r.f2p_pass_rate = r.p2p_pass_rate = 0.0
-        r.resolved = (r.valid and r.patch_applied and not missing
-                      and r.swebench_status == "RESOLVED_FULL"
-                      and len(f2p_ok) == len(task.FAIL_TO_PASS) and bool(task.FAIL_TO_PASS))
+        report.f2p_pass_rate = len(f2p_ok) / len(task.FAIL_TO_PASS) if task.FAIL_TO_PASS else 1.0
+        report.p2p_pass_rate = len(p2p_ok) / len(task.PASS_TO_PASS) if task.PASS_TO_PASS else 1.0
+        if not report.valid:
+            report.f2p_pass_rate = report.p2p_pass_rate = 0.0
+        report.resolved = (report.valid and report.patch_applied and not missing
+                           and report.swebench_status == "RESOLVED_FULL"
+                           and len(f2p_ok) == len(task.FAIL_TO_PASS) and bool(task.FAIL_TO_PASS))
 
     def _unmask(self, statuses: dict[str, str]) -> dict[str, str]:
         return self.disguise.unmask(statuses) if self.disguise is not None else statuses
