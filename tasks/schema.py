@@ -6,12 +6,26 @@ import hashlib
 import json
 from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 from repogym.errors import TaskError
 
 KINDS = ("swe", "replication", "synthetic")
 SPLITS = ("train", "eval", "adversarial")
+
+
+class Reference(TypedDict, total=False):
+    """A replication or synthetic task's removed code (``Task.reference``): what the similarity
+    reward compares the agent's code with, and the cases recorded on it for differential
+    testing. It stays on the host: nothing of it reaches the agent. A dict, as tasks files
+    hold it."""
+
+    file: str  # the file the code was removed from
+    qualname: str  # the function or class, "" for a module
+    granularity: str  # function, class or module
+    occurrence: int  # which definition of that name, when the file has several
+    source: str  # the removed code
+    cases: dict[str, Any]  # inputs and the reference's outcomes (tasks/sources/trace.py)
 
 
 @dataclass(frozen=True)
@@ -86,7 +100,7 @@ class Task:
     version: str | None = None
     hints_text: str = ""
     created_at: str | None = None
-    reference: dict[str, Any] | None = None
+    reference: Reference | None = None
     certificate: dict[str, Any] | None = None  # the attacks tried on it (`tasks certify`)
     extra: dict[str, Any] = field(default_factory=dict)
 

@@ -18,9 +18,9 @@ import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypeAlias
+from typing import TypeAlias
 
-from repogym.tasks.schema import Environment, Task
+from repogym.tasks.schema import Environment, Reference, Task
 
 from . import pyast
 from .common import (
@@ -108,15 +108,15 @@ def remove_body(text: str, target: Target) -> str:
     return pyast.stub_bodies(pyast.Source(text), _functions(ast.parse(text), target))
 
 
-def reference(text: str, target: Target) -> dict[str, Any]:
+def reference(text: str, target: Target) -> Reference:
     """The removed code, as the similarity reward compares against it."""
     if target.granularity == "module":
         code = text
     else:
         node = pyast.find(ast.parse(text), target.qualname, target.occurrence)
         code = pyast.source_of(pyast.Source(text), node)
-    ref: dict[str, Any] = {"file": target.file, "qualname": target.qualname,
-                           "granularity": target.granularity, "source": code}
+    ref: Reference = {"file": target.file, "qualname": target.qualname,
+                      "granularity": target.granularity, "source": code}
     if target.occurrence:
         ref["occurrence"] = target.occurrence
     return ref

@@ -16,10 +16,9 @@ import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from repogym.errors import RepogymError
-from repogym.tasks.schema import Environment, Task
+from repogym.tasks.schema import Environment, Reference, Task
 
 from . import mutate, pyast
 from .common import (
@@ -198,9 +197,9 @@ def _last_lines(text: str, limit: int) -> str:
     return tail.split("\n", 1)[1] if "\n" in tail else tail
 
 
-def _reference(file: str, qualname: str, occurrence: int, source: str) -> dict[str, Any]:
-    ref: dict[str, Any] = {"file": file, "qualname": qualname, "granularity": "function",
-                           "source": source}
+def _reference(file: str, qualname: str, occurrence: int, source: str) -> Reference:
+    ref: Reference = {"file": file, "qualname": qualname, "granularity": "function",
+                      "source": source}
     if occurrence:
         ref["occurrence"] = occurrence
     return ref
