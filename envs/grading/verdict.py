@@ -103,20 +103,20 @@ class Verdict:
         when there is no reporter; the other sources must agree with them. JUnit names every
         test whole; SWE-bench's lists hold ids as its log parser cuts them (at a space): each
         such id stands for the tests whose cut id it is (see ``results.match_cut_ids``)."""
-        r, task = self.report, self.task
+        report, task = self.report, self.task
         parser = task.environment.log_parser
         if self._strays(junit_xml, log):
             return {}, {}
         junit = self._unmask(parse_junit(junit_xml))
-        if not junit and log_status and r.exit_code in (0, 1):
-            r.invalidate("pytest wrote no JUnit file: the test command did not pass the "
-                         "harness's options on to pytest", Flag.REPORT_MISMATCH)
+        if not junit and log_status and report.exit_code in (0, 1):
+            report.invalidate("pytest wrote no JUnit file: the test command did not pass the "
+                              "harness's options on to pytest", Flag.REPORT_MISMATCH)
             return {}, {}
         records = self.records[0] if self.records else None
         primary = self._unmask(records.statuses) if records is not None else junit
         if records is not None and not primary and (junit or log_status):
-            r.invalidate("the harness's reporter received no results although the tests ran",
-                         Flag.REPORT_MISMATCH)
+            report.invalidate("the harness's reporter received no results although the tests "
+                              "ran", Flag.REPORT_MISMATCH)
             return {}, {}
         expected = [*task.FAIL_TO_PASS, *task.PASS_TO_PASS]
         ids = expected + (list(canaries.ids) if canaries else [])
@@ -127,8 +127,8 @@ class Verdict:
             mismatch += [t for t in disagreements(view, junit_view, ids, parser)
                          if t not in mismatch]
         if mismatch:
-            r.invalidate(f"the test results' sources disagree on {mismatch[:5]}",
-                         Flag.REPORT_MISMATCH)
+            report.invalidate(f"the test results' sources disagree on {mismatch[:5]}",
+                              Flag.REPORT_MISMATCH)
             return {}, {}
         return primary, view
 
@@ -140,7 +140,7 @@ class Verdict:
         named = [w for w in pytest_args(self.task.environment.test_cmd) or []
                  if not w.startswith("-")]
         sources = [parse_junit(junit_xml), parse_log(log, self.task.environment.log_parser),
-                   *(r.statuses for r in self.records[:1])]
+                   *(records.statuses for records in self.records[:1])]
         found = sorted({n for s in sources for n in self.disguise.strays(s, named)})
         if found:
             self.report.invalidate(f"results for tests the run did not collect: {found[:3]}",
@@ -149,28 +149,30 @@ class Verdict:
 
     def _check_records(self) -> None:
         """Records that did not verify, and values whose ``==`` is always true."""
-        r = self.report
+        report = self.report
         found: dict[str, str] = {}
         for run, records in enumerate(self.records):
             problems = records.problems()
-            if problems and not r.timed_out:
-                r.invalidate("; ".join(problems), Flag.REPORT_MISMATCH)
+            if problems and not report.timed_out:
+                report.invalidate("; ".join(problems), Flag.REPORT_MISMATCH)
             found.update(self._unmask(records.always_equal) if run == 0 else
                          records.always_equal)
         if found:
             types = sorted(set(found.values()))
-            r.invalidate(f"values equal to anything reached the assertions of {len(found)} "
-                         f"tests (e.g. {sorted(found)[0]}): {types[:3]}", Flag.ALWAYS_EQUAL)
+            report.invalidate(f"values equal to anything reached the assertions of {len(found)} "
+                              f"tests (e.g. {sorted(found)[0]}): {types[:3]}", Flag.ALWAYS_EQUAL)
 
     def _check_exit(self, statuses: dict[str, str], canaries: Canaries | None) -> None:
-        r = self.report
-        if not self.pytest or r.timed_out or r.exit_code is None:
+        report = self.report
+        if not self.pytest or report.timed_out or report.exit_code is None:
             return
         failing = [t for t, s in statuses.items() if s in ("FAILED", "ERROR")]
-        if r.exit_code == 0 and (failing or canaries):
-            r.invalidate(f"pytest exited 0 although {len(failing)} tests failed", Flag.EXIT_STATUS)
-        elif r.exit_code == 1 and not failing:
-            r.invalidate("pytest exited 1 but no test failed", Flag.EXIT_STATUS)
-        elif r.exit_code not in (0, 1):
-            r.invalidate(f"pytest exited {r.exit_code} (interrupted, internal or usage error)",
-                         Flag.EXIT_STATUS if canaries and not statuses else None)
+        if report.exit_code == 0 and (failing or canaries):
+            report.invalidate(f"pytest exited 0 although {len(failing)} tests failed",
+                              Flag.EXIT_STATUS)
+        elif report.exit_code == 1 and not failing:
+            report.invalidate("pytest exited 1 but no test failed", Flag.EXIT_STATUS)
+        elif report.exit_code not in (0, 1):
+            flag = Flag.EXIT_STATUS if canaries and not statuses else None
+            report.invalidate(f"pytest exited {report.exit_code} (interrupted, internal or "
+                              "usage error)", flag)
