@@ -83,12 +83,8 @@ TOKEN = Setting("REPOGYM_TOKEN", "", "the shared token of `repogym serve`")
 DEBUG = Setting("REPOGYM_DEBUG", "", "set (to 1, say): the command line shows the traceback of "
                 "an unexpected error")
 
-# --- tests -----------------------------------------------------------------------------------
-TEST_LANGS = Setting("REPOGYM_TEST_LANGS", "go", "the languages whose Docker tests run: a comma "
-                     "list, or all")
-
 SETTINGS: tuple[Setting, ...] = (
     RUN_ID, DOCKER_HOSTS, IMAGE_SOURCES, DOCKER_TIMEOUT, MAX_STARTS, POOL_BROKER, CA_BUNDLE,
     BASE_IMAGE, PULL, DEBIAN_MIRROR, BUILD_TIMEOUT, MIRRORS, GIT_URL, LLM_MODEL, CALLS_DIR,
-    TOKEN, DEBUG, TEST_LANGS,
+    TOKEN, DEBUG,
 )

@@ -54,6 +54,7 @@ LABEL_COMMIT = "org.repogym.repo-commit"
 LABEL_USER = "org.repogym.user"
 RECIPE_VERSION = "2"  # the base images
 REPO_RECIPE = "3"  # repository images
+LANG_RECIPE = "2"  # other languages' repository layer (``_keep_setup_files``)
 PRISTINE = "/opt/repogym-pristine"
 PIP = "pip==26.0.1"
 # pytest and everything it imports, installed with --no-deps: exactly these, per Python version
@@ -281,7 +282,8 @@ def image_spec(task: Task) -> dict[str, Any]:
         "python": env.python,
         "image": env.image,
         "base": None if env.image else _base_name(env),
-        **({"language": env.language} if env.language != "python" else {}),
+        **({"language": env.language, "lang_recipe": LANG_RECIPE}
+           if env.language != "python" else {}),
         "setup": list(env.setup),
     }
 
@@ -389,6 +391,7 @@ else
   echo "repogym: no Python 3.8+ on PATH: what setup installed is not checked"
 fi
 phase finish
+{_keep_setup_files(env)}\
 git -C {WORKDIR} reflog expire --expire=now --all && git -C {WORKDIR} gc -q --prune=now
 test "$(git -C {WORKDIR} rev-list --all | wc -l)" = 1
 chown -R {USER}:{USER} {WORKDIR}
@@ -396,6 +399,16 @@ mkdir -p {PRISTINE} && cp -a {WORKDIR} {PRISTINE}/testbed
 cp -a /home/{USER} {PRISTINE}/home && chmod 700 {PRISTINE}
 rm -rf {BUILD_DIR}
 """
+
+
+def _keep_setup_files(env: Environment) -> str:
+    """Other languages' setup writes files next to the code (``package-lock.json``,
+    ``Cargo.lock``, a ``go.work``): they are the image's, never part of an agent's diff (the
+    grading container has them already, so a diff adding them would not apply)."""
+    if env.language == "python":
+        return ""
+    return (f"git -C {WORKDIR} ls-files --others --exclude-standard --directory | "
+            f"sed 's|^|/|' >> {WORKDIR}/.git/info/exclude\n")
 
 
 def _tar_folder(folder: Path, prefix: str = "") -> bytes:

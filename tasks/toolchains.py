@@ -5,8 +5,10 @@ debootstrap, git, Python, the unprivileged user; the harness's scripts need its 
 adds Debian's packages for the toolchain. Nothing is downloaded while an episode runs: a
 repository's dependencies are fetched by its ``setup`` commands when its image is built.
 
-- javascript, typescript: ``nodejs``, ``npm``; dependencies with ``npm ci`` / ``npm install``
-  from the npm registry.
+- javascript, typescript: ``nodejs``, and npm itself from the npm registry (one pinned tarball
+  with its dependencies bundled, checked against its published sha512: Debian's ``npm`` is
+  some 360 packages that take minutes to install); dependencies with ``npm ci`` /
+  ``npm install`` from the npm registry.
 - go: ``golang-1.23`` (bookworm-backports); modules with ``go mod download`` through
   ``GOPROXY`` (Go's default, or ``REPOGYM_GOPROXY``); none for a module without requirements.
 - rust: ``rustc``, ``cargo``; crates from cargo's registry, or with ``REPOGYM_CRATES=debian``
@@ -66,11 +68,31 @@ class Toolchain:
 
 GIT_IGNORE = "node_modules/\ntarget/\n.gradle/\n"
 
+# npm 10.8 supports Node 18.17 and later (bookworm has 18.20); the digest is the registry's
+NPM_VERSION = "10.8.2"
+NPM_SHA512 = ("x/AIjFIKRllrhcb48dqUNAAZl0ig9+qMuN91RpZo3Cb2+zuibfh+KISl6+kVVyktDz230JKc208Uk"
+              "QwwMqyB+w==")
+NPM_TARBALL = f"https://registry.npmjs.org/npm/-/npm-{NPM_VERSION}.tgz"
+INSTALL_NPM = f"""python3 - <<'__NPM__'
+import base64, hashlib, io, tarfile, urllib.request
+data = urllib.request.urlopen("{NPM_TARBALL}", timeout=120).read()
+if base64.b64encode(hashlib.sha512(data).digest()).decode() != "{NPM_SHA512}":
+    raise SystemExit("npm {NPM_VERSION}: the tarball's sha512 is not the published one")
+with tarfile.open(fileobj=io.BytesIO(data)) as tar:
+    for m in tar.getmembers():
+        m.name = m.name.split("/", 1)[1] if "/" in m.name else ""
+    tar.extractall("/usr/lib/node_modules/npm", [m for m in tar.getmembers() if m.name])
+__NPM__
+ln -sf ../lib/node_modules/npm/bin/npm-cli.js /usr/bin/npm
+ln -sf ../lib/node_modules/npm/bin/npx-cli.js /usr/bin/npx
+chown -R root:root /usr/lib/node_modules/npm && chmod -R a+rX,go-w /usr/lib/node_modules/npm"""
+
 NODE = Toolchain(
-    "node", ("nodejs", "npm"),
+    "node", ("nodejs",),
     env=(("NPM_CONFIG_UPDATE_NOTIFIER", "false"), ("NPM_CONFIG_FUND", "false"),
          ("NPM_CONFIG_AUDIT", "false")),
-    check="node --version && npm --version",
+    after=INSTALL_NPM,
+    check=f"node --version && test \"$(npm --version)\" = {NPM_VERSION}",
 )
 GO = Toolchain(
     "go", ("golang-1.23-go",), backports=True,

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import os
 import textwrap
+from collections.abc import Callable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -167,3 +169,33 @@ def toy_image(toy_task: Task) -> str:
     from repogym.tasks.images import ensure_image
 
     return ensure_image(toy_task, progress=lambda _m: None).tag
+
+
+@pytest.fixture(scope="session")
+def toolchain(request: pytest.FixtureRequest) -> Iterator[Callable[[str], str]]:
+    """``toolchain(language)``: that language's toolchain image, built at most once per session.
+    Builds go one at a time, in the order the session's tests need them (their
+    ``toolchain(language)`` marks): the next language's image builds while the previous one's
+    tests run."""
+    if not docker_available():
+        pytest.fail("Docker is required") if IN_CI else pytest.skip("needs Docker")
+    from repogym.tasks.toolchains import TOOLCHAINS, ensure_toolchain
+
+    builder = ThreadPoolExecutor(max_workers=1, thread_name_prefix="toolchain")
+    builds: dict[str, Future[str]] = {}
+
+    def submit(language: str) -> Future[str]:
+        name = TOOLCHAINS[language].name  # javascript and typescript share node
+        if name not in builds:
+            builds[name] = builder.submit(
+                lambda: ensure_toolchain(language, progress=lambda _m: None).tag)
+        return builds[name]
+
+    wanted = [m.args[0] for item in request.session.items
+              for m in item.iter_markers("toolchain")]
+    for language in dict.fromkeys(wanted):
+        submit(language)
+    try:
+        yield lambda language: submit(language).result()
+    finally:
+        builder.shutdown(wait=True, cancel_futures=True)

@@ -23,7 +23,7 @@ from repogym.envs.grading.protect_langs import config_changed, content_checked, 
 from repogym.envs.grading.report import GradingReport
 from repogym.envs.grading.results import PASSING, parse_log
 from repogym.envs.grading.runners import Canary, TestRunner, get_runner, runner_name
-from repogym.envs.grading.runners.base import seen
+from repogym.envs.grading.runners.base import conflicts, seen
 from repogym.envs.grading.stage import Staged
 from repogym.envs.sandbox.base import HarnessSandbox
 from repogym.tasks.schema import Task
@@ -162,13 +162,15 @@ class LangRun:
         r, task, runner = self.report, self.task, self.runner
         machine = runner.parse(outputs, log)
         log_status = parse_log(log, runner.log_parser)
+        log_seen = every_status(log, runner.log_parser)
         r.compiles = runner.built(log, machine)
         expected = [*task.FAIL_TO_PASS, *task.PASS_TO_PASS] + (list(canary.ids) if canary else [])
-        mismatch = cross_check(machine, log_status, expected, runner)
+        mismatch = sorted(set(cross_check(machine, log_status, expected, runner, log_seen))
+                          | conflicts(machine))
         statuses = machine
         if mismatch:
-            r.invalidate(f"the runner's results and its log disagree on {mismatch[:5]}",
-                         Flag.REPORT_MISMATCH)
+            r.invalidate(f"the runner's results disagree with its log or with themselves on "
+                         f"{mismatch[:5]}", Flag.REPORT_MISMATCH)
             statuses = {}
         view = with_log_keys(statuses, runner)
         if canary:
@@ -221,11 +223,25 @@ def with_log_keys(statuses: dict[str, str], runner: TestRunner) -> dict[str, str
     return view
 
 
+def every_status(log: str, parser: str) -> dict[str, set[str]]:
+    """Every status the log gives each test, line by line. swebench's parsers for these runners
+    read one line at a time and keep a test's last status, so a pass line printed before the
+    real result (code under test writing ``--- PASS: TestX`` when it loads) would vanish from
+    their answer; here it stays, and disagrees with the runner's own results."""
+    found: dict[str, set[str]] = {}
+    for line in log.splitlines():
+        for key, status in parse_log(line, parser).items():
+            found.setdefault(key, set()).add(status)
+    return found
+
+
 def cross_check(machine: dict[str, str], log: dict[str, str], expected: list[str],
-                runner: TestRunner) -> list[str]:
+                runner: TestRunner, log_seen: dict[str, set[str]] | None = None) -> list[str]:
     """Tests on which the machine-readable results and the log parser disagree about passing,
     or that only one of them reports. Every test the log or the machine names is compared, the
-    expected ones included; a log name several tests share is compared with all of them."""
+    expected ones included; a log name several tests share is compared with all of them. With
+    ``log_seen`` (``every_status``), a status the log gave a test at any point must be one the
+    runner gave it too."""
     by_key: dict[str, list[str]] = {}
     for test_id in machine:
         by_key.setdefault(runner.log_key(test_id), []).append(test_id)
@@ -241,8 +257,9 @@ def cross_check(machine: dict[str, str], log: dict[str, str], expected: list[str
                 continue
             out.append(key)
             continue
-        had = {s for i in ids for s in seen(machine).get(i, {machine[i]})}
-        if (in_log in PASSING) not in {s in PASSING for s in had}:
+        had = {s in PASSING for i in ids for s in seen(machine).get(i, {machine[i]})}
+        claimed = {s in PASSING for s in (log_seen or {}).get(key, set())} | {in_log in PASSING}
+        if not claimed <= had:
             out.append(key)
     for test_id in expected:
         key = runner.log_key(test_id)

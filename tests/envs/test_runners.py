@@ -7,10 +7,11 @@ import random
 
 import pytest
 
-from repogym.envs.grading.langrun import cross_check, with_log_keys
+from repogym.envs.grading.langrun import cross_check, every_status, with_log_keys
 from repogym.envs.grading.protect_langs import config_changed, protected_reason
 from repogym.envs.grading.results import parse_log
 from repogym.envs.grading.runners import RUNNERS, get_runner, runner_name
+from repogym.envs.grading.runners.base import conflicts
 from repogym.errors import TaskError
 from repogym.tasks.schema import Environment, Task
 from repogym.tasks.toolchains import TOOLCHAINS, dockerfile
@@ -53,6 +54,16 @@ def test_jest_results_and_log_agree() -> None:
     assert with_log_keys(machine, runner)["reads"] == "PASSED"
 
 
+def test_vitest_file_suite_is_no_title() -> None:
+    runner = get_runner("vitest")
+    data = {"testResults": [{"name": "/testbed/test/a.test.ts", "assertionResults": [
+        {"ancestorTitles": ["", "clamp"], "title": "limits", "status": "passed"}]}]}
+    machine = runner.parse({"vitest.json": json.dumps(data)}, "")
+    assert machine == {"test/a.test.ts > clamp > limits": "PASSED"}
+    log = parse_log(" ✓ test/a.test.ts > clamp > limits 2ms\n", runner.log_parser)
+    assert cross_check(machine, log, list(machine), runner) == []
+
+
 def test_mocha_reporter_output() -> None:
     runner = get_runner("mocha")
     rows = [{"id": "test/a.js > json > parses", "status": "PASSED"},
@@ -78,6 +89,27 @@ def test_go_events_and_forged_lines() -> None:
     # a test binary that prints a pass line for TestB is caught
     forged = log + "--- PASS: TestB (0.00s)\n"
     assert cross_check(machine, parse_log(forged, "gotest"), [], runner) == ["TestB"]
+    # printed when the package loads, before the real result: the parser keeps the last line,
+    # every_status keeps them all
+    early = "--- PASS: TestB (0.00s)\n" + log
+    assert cross_check(machine, parse_log(early, "gotest"), [], runner) == []
+    assert cross_check(machine, parse_log(early, "gotest"), [], runner,
+                       every_status(early, "gotest")) == ["TestB"]
+    assert cross_check(machine, parse_log(log, "gotest"), [], runner,
+                       every_status(log, "gotest")) == []
+
+
+def test_go_pass_printed_before_the_framing_is_a_conflict() -> None:
+    runner = get_runner("gotest")
+    # what test2json makes of a package that prints a pass line when it loads
+    events = [{"Action": "pass", "Package": "x", "Test": "TestB"},
+              {"Action": "run", "Package": "x", "Test": "TestB"},
+              {"Action": "fail", "Package": "x", "Test": "TestB"},
+              {"Action": "pass", "Package": "y", "Test": "TestB"}]
+    machine = runner.parse({"go.json": "\n".join(json.dumps(e) for e in events)}, "")
+    assert machine == {"TestB": "FAILED"} and conflicts(machine) == {"TestB"}
+    honest = runner.parse({"go.json": "\n".join(json.dumps(e) for e in events[1:])}, "")
+    assert conflicts(honest) == set()  # one ending per package
 
 
 def test_cargo_logfiles() -> None:

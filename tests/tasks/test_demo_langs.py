@@ -1,31 +1,26 @@
 """The demo-langs suite: JavaScript (Jest), Go, Rust and Java tasks graded in Docker.
 
-Every language's toolchain image is built on the first run (Node.js about 4 minutes, Java 3,
-Go and Rust 2 on a 2-core machine), so CI validates the Go tasks and leaves the other languages
-to ``REPOGYM_TEST_LANGS=all`` (or a comma list: ``javascript,rust``), run before a release and
-whenever a runner changes; ``tasks/demo/langs/build.py --measure`` measured every list.
+Every task's gold patch resolves it and the empty patch does not. Each language's toolchain
+image is built once per session (the ``toolchain`` fixture); ``tasks/demo/langs/build.py
+--measure`` measured every list.
 """
 
 from __future__ import annotations
 
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
-from repogym import settings
 from repogym.tasks.suite import load_suite
 from repogym.tasks.validate import validate_task
 
 BUILD = Path(__file__).resolve().parents[2] / "tasks" / "demo" / "langs" / "build.py"
 TASKS = {t.instance_id: t for t in load_suite("demo-langs")}
 LANGUAGES = {"javascript", "go", "rust", "java"}
-
-
-def wanted(language: str) -> bool:
-    chosen = settings.TEST_LANGS.get()
-    return chosen == "all" or language in {c.strip() for c in chosen.split(",")}
+ORDER = ["javascript", "go", "rust", "java"]  # the quickest toolchain image first
 
 
 def test_suite_is_current_and_measured() -> None:
@@ -39,11 +34,13 @@ def test_suite_is_current_and_measured() -> None:
 
 @pytest.mark.docker
 @pytest.mark.slow
-@pytest.mark.parametrize("instance_id", sorted(TASKS))
-def test_gold_resolves_and_empty_does_not(instance_id: str) -> None:
+@pytest.mark.parametrize("instance_id", [
+    pytest.param(i, marks=pytest.mark.toolchain(t.environment.language))
+    for i, t in sorted(TASKS.items(), key=lambda kv: (ORDER.index(kv[1].environment.language),
+                                                      kv[0]))])
+def test_gold_resolves_and_empty_does_not(instance_id: str,
+                                          toolchain: Callable[[str], str]) -> None:
     task = TASKS[instance_id]
-    if not wanted(task.environment.language):
-        pytest.skip(f"{task.environment.language}: set REPOGYM_TEST_LANGS=all to build its "
-                    "toolchain image and run it")
+    toolchain(task.environment.language)
     result = validate_task(task, runs=1)
     assert result.ok, result.reason

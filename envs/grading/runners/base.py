@@ -86,11 +86,13 @@ def put(path: str, text: str) -> str:
 
 
 class Results(dict[str, str]):
-    """Statuses by test id, and every status each id had (``seen``)."""
+    """Statuses by test id, every status each id had (``seen``), and the ids whose one run the
+    results report more than once (``conflicts``: forged, see ``GoTest.parse``)."""
 
     def __init__(self) -> None:
         super().__init__()
         self.seen: dict[str, set[str]] = {}
+        self.conflicts: set[str] = set()
 
 
 def merge(statuses: dict[str, str], test_id: str, status: str) -> None:
@@ -106,6 +108,10 @@ def merge(statuses: dict[str, str], test_id: str, status: str) -> None:
 def seen(statuses: dict[str, str]) -> dict[str, set[str]]:
     """Every status each id of ``statuses`` had (see ``merge``)."""
     return statuses.seen if isinstance(statuses, Results) else {}
+
+
+def conflicts(statuses: dict[str, str]) -> set[str]:
+    return statuses.conflicts if isinstance(statuses, Results) else set()
 
 
 def plain_exit(code: int, statuses: dict[str, str], ok: int = 0) -> str | None:

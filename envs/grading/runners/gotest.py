@@ -39,14 +39,23 @@ class GoTest:
                 f"{OUT}/go.json; exit $__rc")
 
     def parse(self, outputs: dict[str, str], log: str) -> dict[str, str]:
-        statuses: dict[str, str] = Results()
+        """Each test of each package ends once with ``-count=1``. test2json reads what a test
+        binary prints before its first framed line as the binary's own, so a package that
+        prints ``--- PASS: TestX`` when it loads makes a second ending for TestX: a conflict."""
+        statuses = Results()
+        ended: set[tuple[str, str]] = set()
         for line in outputs.get("go.json", "").splitlines():
             try:
                 event = json.loads(line)
             except ValueError:
                 continue
             if isinstance(event, dict) and event.get("Test") and event.get("Action") in ACTIONS:
-                merge(statuses, str(event["Test"]), ACTIONS[str(event["Action"])])
+                test = str(event["Test"])
+                key = (str(event.get("Package", "")), test)
+                if key in ended:
+                    statuses.conflicts.add(test)
+                ended.add(key)
+                merge(statuses, test, ACTIONS[str(event["Action"])])
         return statuses
 
     def log_key(self, test_id: str) -> str:

@@ -54,7 +54,9 @@ def _jest_like(data: dict[str, Any], root: str = "/testbed") -> dict[str, str]:
         if not cases and suite.get("status") == "failed":
             merge(statuses, file, "ERROR")  # the file did not load
         for case in cases:
-            test_id = SEP.join([file, *case.get("ancestorTitles", []), case.get("title", "")])
+            # vitest's file-level suite is an empty ancestor title
+            titles = [t for t in case.get("ancestorTitles", []) if t]
+            test_id = SEP.join([file, *titles, case.get("title", "")])
             status = {"passed": "PASSED", "failed": "FAILED"}.get(case.get("status"), "SKIPPED")
             merge(statuses, test_id, status)
     return statuses
