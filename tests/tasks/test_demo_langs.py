@@ -1,8 +1,9 @@
 """The demo-langs suite: JavaScript (Jest), Go, Rust and Java tasks graded in Docker.
 
-Every task's gold patch resolves it and the empty patch does not. Each language's toolchain
-image is built once per session (the ``toolchain`` fixture); ``tasks/demo/langs/build.py
---measure`` measured every list.
+In each language one task's gold patch resolves it and the empty patch does not (the others
+differ only in their patches: ``repogym tasks validate --suite demo-langs`` checks all twelve,
+and ``tasks/demo/langs/build.py --measure`` measured every list). Each language's toolchain
+image is built once per session (the ``toolchain`` fixture).
 """
 
 from __future__ import annotations
@@ -36,8 +37,8 @@ def test_suite_is_current_and_measured() -> None:
 @pytest.mark.slow
 @pytest.mark.parametrize("instance_id", [
     pytest.param(i, marks=pytest.mark.toolchain(t.environment.language))
-    for i, t in sorted(TASKS.items(), key=lambda kv: (ORDER.index(kv[1].environment.language),
-                                                      kv[0]))])
+    for i, t in sorted(TASKS.items(), key=lambda kv: ORDER.index(kv[1].environment.language))
+    if i.endswith("-1")])
 def test_gold_resolves_and_empty_does_not(instance_id: str,
                                           toolchain: Callable[[str], str]) -> None:
     task = TASKS[instance_id]
