@@ -159,54 +159,80 @@ class LangRun:
     # --- the verdict ---------------------------------------------------------------------------
 
     def judge(self, log: str, outputs: dict[str, str], canary: Canary | None) -> None:
-        r, task, runner = self.report, self.task, self.runner
+        statuses, view = self._statuses(log, outputs, canary)
+        self._check_canary(view, canary)
+        report = self.report
+        if report.timed_out:
+            report.invalidate("the test run hit its time limit", Flag.TIMEOUT)
+        elif report.exit_code is not None and statuses:
+            problem = self.runner.exit_problem(report.exit_code, statuses)
+            if problem:
+                report.invalidate(problem, Flag.EXIT_STATUS)
+        missing = self._expected(statuses, view, canary)
+        self._score(view, missing)
+
+    def _statuses(self, log: str, outputs: dict[str, str],
+                  canary: Canary | None) -> tuple[dict[str, str], dict[str, str]]:
+        """(the runner's machine-readable statuses, the same under swebench's log names too),
+        both empty when they disagree with the log or with themselves."""
+        report, task, runner = self.report, self.task, self.runner
         machine = runner.parse(outputs, log)
         log_status = parse_log(log, runner.log_parser)
         log_seen = every_status(log, runner.log_parser)
-        r.compiles = runner.built(log, machine)
+        report.compiles = runner.built(log, machine)
         expected = [*task.FAIL_TO_PASS, *task.PASS_TO_PASS] + (list(canary.ids) if canary else [])
         mismatch = sorted(set(cross_check(machine, log_status, expected, runner, log_seen))
                           | conflicts(machine))
         statuses = machine
         if mismatch:
-            r.invalidate(f"the runner's results disagree with its log or with themselves on "
-                         f"{mismatch[:5]}", Flag.REPORT_MISMATCH)
+            report.invalidate(f"the runner's results disagree with its log or with themselves "
+                              f"on {mismatch[:5]}", Flag.REPORT_MISMATCH)
             statuses = {}
-        view = with_log_keys(statuses, runner)
-        if canary:
-            r.canaries = {t: view.get(t, "MISSING") for t in canary.ids}
-            problems = [f"canary {t} expected {want}, got {view.get(t, 'MISSING')}"
-                        for t, want in canary.ids.items() if view.get(t) != want]
-            if problems:
-                r.invalidate("; ".join(problems), Flag.CANARY)
-        if r.timed_out:
-            r.invalidate("the test run hit its time limit", Flag.TIMEOUT)
-        elif r.exit_code is not None and statuses:
-            problem = runner.exit_problem(r.exit_code, statuses)
-            if problem:
-                r.invalidate(problem, Flag.EXIT_STATUS)
+        return statuses, with_log_keys(statuses, runner)
+
+    def _check_canary(self, view: dict[str, str], canary: Canary | None) -> None:
+        if not canary:
+            return
+        self.report.canaries = {t: view.get(t, "MISSING") for t in canary.ids}
+        problems = [f"canary {t} expected {want}, got {view.get(t, 'MISSING')}"
+                    for t, want in canary.ids.items() if view.get(t) != want]
+        if problems:
+            self.report.invalidate("; ".join(problems), Flag.CANARY)
+
+    def _expected(self, statuses: dict[str, str], view: dict[str, str],
+                  canary: Canary | None) -> list[str]:
+        """The statuses without the canary, and the task's lists' statuses, in the report;
+        returns the expected tests that did not run."""
+        report, task = self.report, self.task
         canary_ids = set(canary.ids) if canary else set()
-        r.statuses = {t: s for t, s in statuses.items() if t not in canary_ids}
-        r.fail_to_pass = {t: view.get(t, "MISSING") for t in task.FAIL_TO_PASS}
-        r.pass_to_pass = {t: view.get(t, "MISSING") for t in task.PASS_TO_PASS}
-        missing = [t for t, s in {**r.fail_to_pass, **r.pass_to_pass}.items() if s == "MISSING"]
+        report.statuses = {t: s for t, s in statuses.items() if t not in canary_ids}
+        report.fail_to_pass = {t: view.get(t, "MISSING") for t in task.FAIL_TO_PASS}
+        report.pass_to_pass = {t: view.get(t, "MISSING") for t in task.PASS_TO_PASS}
+        expected = {**report.fail_to_pass, **report.pass_to_pass}
+        missing = [t for t, s in expected.items() if s == "MISSING"]
         if missing:
-            r.invalidate(f"{len(missing)} expected tests were not run: {missing[:3]}")
+            report.invalidate(f"{len(missing)} expected tests were not run: {missing[:3]}")
+        return missing
+
+    def _score(self, view: dict[str, str], missing: list[str]) -> None:
+        """swebench's status and the pass rates; resolved only on explicit passes of every
+        listed test in a valid run."""
         from swebench.harness.grading import get_eval_tests_report, get_resolution_status
 
+        report, task = self.report, self.task
         gold = {"FAIL_TO_PASS": list(task.FAIL_TO_PASS), "PASS_TO_PASS": list(task.PASS_TO_PASS)}
         tests_report = get_eval_tests_report(view, gold)
-        r.swebench_status = get_resolution_status(tests_report)
-        f2p_ok = [t for t, s in r.fail_to_pass.items() if s == "PASSED"]
-        p2p_ok = [t for t, s in r.pass_to_pass.items() if s == "PASSED"]
-        r.f2p_pass_rate = len(f2p_ok) / len(task.FAIL_TO_PASS) if task.FAIL_TO_PASS else 1.0
-        r.p2p_pass_rate = len(p2p_ok) / len(task.PASS_TO_PASS) if task.PASS_TO_PASS else 1.0
-        if not r.valid:
-            r.f2p_pass_rate = r.p2p_pass_rate = 0.0
-        r.resolved = (r.valid and r.patch_applied and not missing
-                      and r.swebench_status == "RESOLVED_FULL"
-                      and len(f2p_ok) == len(task.FAIL_TO_PASS) and bool(task.FAIL_TO_PASS)
-                      and len(p2p_ok) == len(task.PASS_TO_PASS))
+        report.swebench_status = get_resolution_status(tests_report)
+        f2p_ok = [t for t, s in report.fail_to_pass.items() if s == "PASSED"]
+        p2p_ok = [t for t, s in report.pass_to_pass.items() if s == "PASSED"]
+        report.f2p_pass_rate = len(f2p_ok) / len(task.FAIL_TO_PASS) if task.FAIL_TO_PASS else 1.0
+        report.p2p_pass_rate = len(p2p_ok) / len(task.PASS_TO_PASS) if task.PASS_TO_PASS else 1.0
+        if not report.valid:
+            report.f2p_pass_rate = report.p2p_pass_rate = 0.0
+        report.resolved = (report.valid and report.patch_applied and not missing
+                           and report.swebench_status == "RESOLVED_FULL"
+                           and len(f2p_ok) == len(task.FAIL_TO_PASS) and bool(task.FAIL_TO_PASS)
+                           and len(p2p_ok) == len(task.PASS_TO_PASS))
 
 
 def with_log_keys(statuses: dict[str, str], runner: TestRunner) -> dict[str, str]:
