@@ -4,6 +4,7 @@
 
     python tools/swebench_measure.py --out runs/lite-measure            # the default selection
     python tools/swebench_measure.py --instances pallets__flask-5063 --out /tmp/one
+    python tools/swebench_measure.py --instances ... --agreement-only --out /tmp/agree
 
 Per instance: the task from swebench's specs (``tasks add swebench`` without ``--env``), the
 image build (seconds, size), validation (gold resolves and the empty patch does not, twice
@@ -130,6 +131,16 @@ def build_and_validate(instances: list[str], runs: int, out: Path
     return kept, records
 
 
+def loaded(instances: list[str]) -> list[Task]:
+    """The instances' tasks as the source gives them, before validation."""
+    file = Path("/tmp") / f"lite-{uuid.uuid4().hex[:8]}.jsonl"
+    rows = [line for line in LITE.read_text().splitlines()
+            if json.loads(line)["instance_id"] in set(instances)]
+    file.write_text("\n".join(rows) + "\n")
+    source = SwebenchSource(SwebenchOptions(file, MIRRORS, clone=False), SourceOptions())
+    return [c for c in source.candidates() if isinstance(c, Task)]
+
+
 def repogym_verdicts(tasks: list[Task], preds: dict[str, dict[str, str | None]], out: Path
                      ) -> dict[tuple[str, str], bool | None]:
     from repogym.tasks.suite import write_suite
@@ -209,9 +220,15 @@ def main() -> int:
     parser.add_argument("--runs", type=int, default=2)
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--no-agreement", action="store_true")
+    parser.add_argument("--agreement-only", action="store_true",
+                        help="instances that validated in an earlier run: their tasks as "
+                             "loaded (no validation), images from the cache, then the table")
     args = parser.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
-    kept, records = build_and_validate(args.instances.split(","), args.runs, args.out)
+    if args.agreement_only:
+        kept, records = loaded(args.instances.split(",")), []
+    else:
+        kept, records = build_and_validate(args.instances.split(","), args.runs, args.out)
     agree: list[dict[str, Any]] = []
     if kept and not args.no_agreement:
         preds = {t.instance_id: predictions(t) for t in kept}
