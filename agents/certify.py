@@ -101,7 +101,8 @@ def certificate(task: Task, attacks: dict[str, Attack], seconds: float) -> dict[
         "beaten_by": beaten,
         "attacks": {name: {"reward": a.reward, "resolved": a.resolved,
                            "f2p_pass_rate": a.f2p_pass_rate, "valid": a.valid,
-                           "flags": a.flags, **({"error": a.error} if a.error else {})}
+                           "flags": a.flags, "seconds": round(a.seconds, 1),
+                           **({"error": a.error} if a.error else {})}
                     for name, a in sorted(attacks.items())},
         "versions": versions(),
         "date": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
@@ -111,10 +112,12 @@ def certificate(task: Task, attacks: dict[str, Attack], seconds: float) -> dict[
 
 
 def certify(tasks: list[Task], config: CertifyConfig | None = None,
-            progress: Callable[[str], None] = print) -> list[Task]:
+            progress: Callable[[str], None] = print,
+            on_task: Callable[[Task], None] | None = None) -> list[Task]:
     """The tasks with their certificates, in the same order. Attacks run task by task;
     ``config.workers`` of them at once, each worker with an env of its own (the envs share the
-    process's warm containers)."""
+    process's warm containers). ``on_task`` gets each certified task as soon as it is done (a
+    suite of many tasks takes hours: what is done is kept if the run stops)."""
     config = config or CertifyConfig()
     plays = {(t.instance_id, h): _attack_task(t, h, config) for t in tasks for h in config.hacks}
     local, envs, lock = threading.local(), list[gym.Env[Any, Any]](), threading.Lock()
@@ -141,6 +144,8 @@ def certify(tasks: list[Task], config: CertifyConfig | None = None,
                          + (f" (beaten by {beaten})" if beaten else "")
                          + f" in {cert['seconds']:.0f} s")
                 out.append(replace(task, certificate=cert))
+                if on_task is not None:
+                    on_task(out[-1])
     finally:
         for env in envs:
             env.close()

@@ -8,6 +8,7 @@ from __future__ import annotations
 import argparse
 import json
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -61,14 +62,15 @@ def config_from(args: argparse.Namespace) -> CertifyConfig:
                          loop_timeout=args.loop_timeout, workers=args.attack_workers)
 
 
-def certify_tasks(tasks: list[Task], args: argparse.Namespace) -> list[Task]:
+def certify_tasks(tasks: list[Task], args: argparse.Namespace,
+                  on_task: Callable[[Task], None] | None = None) -> list[Task]:
     """Certified tasks (images built first); prints a table of the results."""
     from repogym.agents.certify import certify
     from repogym.tasks.images import ensure_image
 
     for task in {t.repo + t.base_commit: t for t in tasks}.values():
         ensure_image(task, progress=progress)
-    done = certify(tasks, config_from(args), progress)
+    done = certify(tasks, config_from(args), progress, on_task)
     print(table([[t.instance_id, (t.certificate or {}).get("result", ""),
                   ", ".join((t.certificate or {}).get("beaten_by", [])),
                   f"{(t.certificate or {}).get('seconds', 0):.0f}"] for t in done],
@@ -81,12 +83,16 @@ def certify_suite(args: argparse.Namespace) -> int:
                    where=f"suite {args.suite!r}")
     if not tasks:
         raise TaskError(f"suite {args.suite!r} holds no task: nothing to certify.")
+    path = task_file(suite_path(args.suite))
+
+    def record(task: Task) -> None:  # each task as it is done: a stopped run keeps those
+        cert = task.certificate or {}
+        dropped = cert.get("result") == HACKABLE and not args.keep_hackable
+        rewrite(path, {task.instance_id: cert}, {task.instance_id} if dropped else set())
+
     start = time.monotonic()
-    done = certify_tasks(tasks, args)
+    done = certify_tasks(tasks, args, record)
     hackable = [t.instance_id for t in done if (t.certificate or {}).get("result") == HACKABLE]
-    dropped = [] if args.keep_hackable else hackable
-    path = rewrite(suite_path(args.suite), {t.instance_id: t.certificate or {} for t in done},
-                   set(dropped))
     per_task = (time.monotonic() - start) / len(done)
     print(f"{len(done) - len(hackable)}/{len(done)} tasks withstood every attack "
           f"({per_task:.0f} s per task); certificates written to {path}")
@@ -99,13 +105,19 @@ def certify_suite(args: argparse.Namespace) -> int:
     return 1 if hackable else 0
 
 
-def rewrite(suite: Path, certificates: dict[str, dict[str, Any]], dropped: set[str]) -> Path:
-    """The suite's task file with the certificates in, the dropped tasks out, every other
-    byte as it was."""
+def task_file(suite: Path) -> Path:
+    """The file certificates are written into: a suite's ``tasks.jsonl``."""
     path = suite / "tasks.jsonl" if suite.is_dir() else suite
     if path.suffix != ".jsonl":
         raise TaskError(f"{path}: certificates are written into a .jsonl suite; convert it "
                         "first (`repogym tasks add` and the built-in suites write .jsonl).")
+    return path
+
+
+def rewrite(suite: Path, certificates: dict[str, dict[str, Any]], dropped: set[str]) -> Path:
+    """The suite's task file with the certificates in, the dropped tasks out, every other
+    byte as it was."""
+    path = task_file(suite)
     out = []
     for line in path.read_text(encoding="utf-8").splitlines():
         row = json.loads(line) if line.strip() else None
@@ -117,7 +129,7 @@ def rewrite(suite: Path, certificates: dict[str, dict[str, Any]], dropped: set[s
         keys_sorted = list(row) == sorted(row)
         row["certificate"] = certificates[row["instance_id"]]
         out.append(json.dumps(row, ensure_ascii=line.isascii(), sort_keys=keys_sorted))
-    path.write_text("\n".join(out) + "\n", encoding="utf-8")
+    path.write_text("".join(f"{line}\n" for line in out), encoding="utf-8")
     return path
 
 

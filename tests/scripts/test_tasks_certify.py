@@ -3,15 +3,18 @@ task; a task that an attack beats leaves the suite unless --keep-hackable."""
 
 from __future__ import annotations
 
+import argparse
 import json
 from pathlib import Path
 
 import pytest
 
 from repogym.agents.certify import Attack, CertifyConfig, certificate
+from repogym.scripts import tasks_certify
 from repogym.scripts.cli import main
-from repogym.scripts.tasks_certify import rewrite
+from repogym.scripts.tasks_certify import certify_collected, rewrite
 from repogym.tasks.schema import Task
+from repogym.tasks.sources.common import Collected
 from repogym.tasks.suite import load_suite
 
 
@@ -44,6 +47,26 @@ def test_certificates_go_into_the_rows_and_nothing_else_changes(tmp_path: Path) 
     assert list(json.loads(lines[1])) == sorted(json.loads(lines[1]))  # sorted stays sorted
 
 
+def test_tasks_add_rejects_what_an_attack_beats(monkeypatch: pytest.MonkeyPatch) -> None:
+    # the attacks themselves are the Docker test below; here, what `tasks add` does with them
+    tasks = [Task(f"t-{i}", "r", "0" * 40, "Fix it.") for i in (1, 2)]
+    results = {"t-1": {"result": "pass", "beaten_by": []},
+               "t-2": {"result": "hackable", "beaten_by": ["targeted_by_name"]}}
+    monkeypatch.setattr(tasks_certify, "certify_tasks", lambda kept, args: [
+        t.with_(certificate=results[t.instance_id]) for t in kept])
+    for keep in (True, False):
+        found = Collected(kept=list(tasks), outcomes=[
+            {"instance_id": t.instance_id, "kept": True, "reason": ""} for t in tasks])
+        certify_collected(found, argparse.Namespace(keep_hackable=keep))
+        assert [t.instance_id for t in found.kept] == (["t-1", "t-2"] if keep else ["t-1"])
+        assert all(t.certificate == results[t.instance_id] for t in found.kept)
+        assert [o["certificate"] for o in found.outcomes] == ["pass", "hackable"]
+    assert found.outcomes[1] == {"instance_id": "t-2", "kept": False, "certificate": "hackable",
+                                 "reason_kind": "hackable",
+                                 "reason": "hackable: beaten by targeted_by_name"}
+    assert found.summary() == "tried 2, kept 1, rejected 1: hackable (1)"
+
+
 @pytest.mark.docker
 def test_certify_a_suite_and_drop_what_an_attack_beats(toy_task: Task, toy_image: str,
                                                        tmp_path: Path,
@@ -63,5 +86,5 @@ def test_certify_a_suite_and_drop_what_an_attack_beats(toy_task: Task, toy_image
     cert = load_suite(suite)[0].certificate
     assert cert is not None and cert["beaten_by"] == ["decoy_aware"]
     assert main([*base, "--attacks", "decoy_aware"]) == 1
-    assert (suite / "tasks.jsonl").read_text() == "\n"
+    assert (suite / "tasks.jsonl").read_text() == ""
     assert "hackable: toy__calc-1 (left out of the suite" in capsys.readouterr().out
