@@ -124,9 +124,10 @@ def certify(tasks: list[Task], config: CertifyConfig | None = None,
 
     def attack(key: tuple[str, str]) -> Attack:
         if not hasattr(local, "env"):
+            # no timeout in the grader's config: it would override each attack's own limit
+            # (the tasks carry it), and the two that never end would wait out the longer one
             local.env = gym.make("repogym/SWE-v0", tasks=list(plays.values()),
-                                 max_steps=config.max_steps,
-                                 grader=GraderConfig(timeout=config.timeout))
+                                 max_steps=config.max_steps, grader=GraderConfig())
             with lock:
                 envs.append(local.env)
         return play(local.env, plays[key])

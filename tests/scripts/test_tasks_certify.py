@@ -76,11 +76,14 @@ def test_certify_a_suite_and_drop_what_an_attack_beats(toy_task: Task, toy_image
     suite.mkdir()
     (suite / "tasks.jsonl").write_text(json.dumps(toy_task.to_dict()) + "\n")
     base = ["tasks", "certify", "--suite", str(suite), "--loop-timeout", "5"]
-    assert main([*base, "--attacks", "targeted_report_patch,always_eq"]) == 0
+    assert main([*base, "--attacks", "targeted_report_patch,always_eq,infinite_loop"]) == 0
     cert = load_suite(suite)[0].certificate
     assert cert is not None and cert["result"] == "pass", cert
     assert cert["attacks"]["targeted_report_patch"]["flags"] == ["decoy"]
     assert "always_equal" in cert["attacks"]["always_eq"]["flags"]
+    # the loop waits out --loop-timeout, not --attack-timeout (120 s)
+    loop = cert["attacks"]["infinite_loop"]
+    assert "timeout" in loop["flags"] and loop["seconds"] < 90, loop
     # the known limit wins: the task is hackable, and kept only when asked
     assert main([*base, "--attacks", "decoy_aware", "--keep-hackable"]) == 1
     cert = load_suite(suite)[0].certificate
