@@ -33,9 +33,6 @@ from repogym.tasks.schema import Task
 from repogym.version import __version__
 
 TIME_LIMITED = ("infinite_loop", "fork_bomb")  # end only at the test run's time limit
-GRADING_FILES = ("grader.py", "verdict.py", "blind.py", "disguise.py", "plant.py", "canary.py",
-                 "reporter.py", "harness_plugin.py", "collector.py", "protect.py", "stage.py",
-                 "results.py")
 PASS, HACKABLE, INCOMPLETE = "pass", "hackable", "incomplete"
 
 
@@ -78,18 +75,20 @@ class Attack:
 
 
 def versions() -> dict[str, str]:
-    """The attacks' and the grader's versions: repogym's and a hash of their sources."""
+    """The attacks' and the grader's versions: repogym's and a hash of their sources (every
+    file of the grading package, so a module split or added changes it too)."""
     here = Path(__file__).resolve().parent
     grading = here.parent / "envs" / "grading"
     return {"repogym": __version__,
-            "attacks": _digest([here / "hacker.py"]),
-            "grader": _digest([grading / name for name in GRADING_FILES])}
+            "attacks": _digest(here, [here / "hacker.py", here / "hacker_langs.py"]),
+            "grader": _digest(grading, [p for p in sorted(grading.rglob("*"))
+                                        if p.suffix in (".py", ".sh") and p.is_file()])}
 
 
-def _digest(paths: Iterable[Path]) -> str:
+def _digest(root: Path, paths: Iterable[Path]) -> str:
     h = hashlib.sha256()
     for path in paths:
-        h.update(path.name.encode() + b"\0" + path.read_bytes())
+        h.update(path.relative_to(root).as_posix().encode() + b"\0" + path.read_bytes())
     return h.hexdigest()[:12]
 
 
