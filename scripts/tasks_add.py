@@ -9,31 +9,34 @@ DIR/report.json (the full configuration, every candidate's outcome, the histogra
 from __future__ import annotations
 
 import argparse
-import json
+import contextlib
 import sys
 import tempfile
-from collections.abc import Callable
-from dataclasses import asdict
+from collections.abc import Callable, Iterator
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, TypeAlias
 
 from repogym.envs.sandbox.client import docker_available
 from repogym.errors import DockerUnavailable, RepogymError
 from repogym.scripts.tasks_certify import add_certify_options, certify_collected
-from repogym.tasks.schema import SPLITS, Environment
+from repogym.tasks.checking import Checker, CheckOptions
+from repogym.tasks.schema import SPLITS, Environment, Task
 from repogym.tasks.sources import mutate
 from repogym.tasks.sources.common import (
-    Collected,
+    Deriver,
     SourceOptions,
     TaskSource,
     WorkRepo,
-    collect,
+    log_stderr,
     slug,
 )
 from repogym.tasks.sources.detect import EnvOverrides, detect_environment, has_tests
 from repogym.tasks.sources.enrich import WithGoldCases
 from repogym.tasks.sources.git import GitOptions, GitSource
 from repogym.tasks.sources.llm import LLMConfig
+from repogym.tasks.sources.loop import Collected, collect
+from repogym.tasks.sources.outdir import SuiteFolder
 from repogym.tasks.sources.pypi import KINDS, PypiOptions, PypiSource
 from repogym.tasks.sources.replication import GRANULARITIES, ReplicationOptions, ReplicationSource
 from repogym.tasks.sources.swebench import SwebenchOptions, SwebenchSource
@@ -58,6 +61,15 @@ def _common_parser() -> argparse.ArgumentParser:
     common.add_argument("--no-gold-cases", action="store_true",
                         help="skip recording the differential cases traced from the gold code "
                         "(see `repogym tasks enrich`)")
+    common.add_argument("--workers", type=int, default=1, metavar="N",
+                        help="candidates checked at once (default 1; up to the cores)")
+    common.add_argument("--check", choices=("selective", "full"), default="selective",
+                        help="selective (default): only the tests a candidate's change reaches, "
+                        "one full run for a kept one; full: every run of the whole suite in "
+                        "the candidate's own image")
+    common.add_argument("--ray", metavar="ADDRESS", default=None,
+                        help="check candidates on a Ray cluster (auto, local or HEAD:6379); "
+                        "--workers then counts its workers")
     common.add_argument("--no-certify", action="store_true",
                         help="skip playing the hacker's attacks against each kept task "
                         "(see `repogym tasks certify`)")
@@ -154,6 +166,17 @@ def add_tasks_add_parser(subparsers: Any) -> argparse.ArgumentParser:
 Built: TypeAlias = tuple[TaskSource, dict[str, Any], WorkRepo | None]
 
 
+@dataclass(frozen=True)
+class Setting:
+    """What every source builder gets: the flags, the work folder, and how to check."""
+
+    args: argparse.Namespace
+    common: SourceOptions
+    llm: LLMConfig | None
+    work: Path
+    derive: Deriver | None = None  # None: the source's own (see ``default_deriver``)
+
+
 def _overrides(args: argparse.Namespace) -> EnvOverrides:
     return EnvOverrides(python=args.python, image=args.image,
                         setup=tuple(args.setup) if args.setup else None,
@@ -168,108 +191,155 @@ def _local_repo(args: argparse.Namespace, work: Path) -> tuple[WorkRepo, Environ
     return repo, detect_environment(repo, _overrides(args))
 
 
-def _git(args: argparse.Namespace, common: SourceOptions, llm: LLMConfig | None,
-         work: Path) -> Built:
-    options = GitOptions(args.path, args.rev, args.issues, args.max_files, args.max_lines)
-    source = GitSource(options, common, _overrides(args), llm, work_dir=work)
+def _record(s: Setting) -> Any:
+    """Differential cases for replication tasks (what a source records by default)."""
+    from repogym.tasks.sources.trace import recorder
+
+    return recorder() if s.derive is not None else None
+
+
+def _git(s: Setting) -> Built:
+    a = s.args
+    options = GitOptions(a.path, a.rev, a.issues, a.max_files, a.max_lines)
+    source = GitSource(options, s.common, _overrides(a), s.llm, s.derive, work_dir=s.work)
     return source, asdict(options), None
 
 
-def _replication(args: argparse.Namespace, common: SourceOptions, llm: LLMConfig | None,
-                 work: Path) -> Built:
-    options = ReplicationOptions(args.path, args.rev, args.granularity, args.min_lines)
-    repo, env = _local_repo(args, work)
-    return ReplicationSource(repo, options, common, env, llm), asdict(options), repo
+def _replication(s: Setting) -> Built:
+    a = s.args
+    options = ReplicationOptions(a.path, a.rev, a.granularity, a.min_lines)
+    repo, env = _local_repo(a, s.work)
+    source = ReplicationSource(repo, options, s.common, env, s.llm, s.derive, record=_record(s))
+    return source, asdict(options), repo
 
 
-def _synthetic(args: argparse.Namespace, common: SourceOptions, llm: LLMConfig | None,
-               work: Path) -> Built:
-    options = SyntheticOptions(args.path, args.rev, args.operators)
-    repo, env = _local_repo(args, work)
-    return SyntheticSource(repo, options, common, env, llm), asdict(options), repo
+def _synthetic(s: Setting) -> Built:
+    a = s.args
+    options = SyntheticOptions(a.path, a.rev, a.operators)
+    repo, env = _local_repo(a, s.work)
+    return SyntheticSource(repo, options, s.common, env, s.llm, s.derive), asdict(options), repo
 
 
-def _pypi(args: argparse.Namespace, common: SourceOptions, llm: LLMConfig | None,
-          work: Path) -> Built:
-    options = PypiOptions(args.requirement, args.kinds, args.index_url, args.find_links,
-                          tuple(args.pip_arg), args.granularity, args.min_lines, args.operators)
-    source = PypiSource(options, common, work, _overrides(args), llm)
+def _pypi(s: Setting) -> Built:
+    a = s.args
+    options = PypiOptions(a.requirement, a.kinds, a.index_url, a.find_links,
+                          tuple(a.pip_arg), a.granularity, a.min_lines, a.operators)
+    source = PypiSource(options, s.common, s.work, _overrides(a), s.llm, s.derive,
+                        record=_record(s))
     return source, {**asdict(options), "sdist": source.archive}, source.work
 
 
-def _swebench(args: argparse.Namespace, common: SourceOptions, llm: LLMConfig | None,
-              work: Path) -> Built:
-    options = SwebenchOptions(args.file, args.repos, args.env, args.instances,
-                              not args.no_validate, args.pull, args.dataset_split,
-                              not args.no_clone)
-    return SwebenchSource(options, common), asdict(options), None
+def _swebench(s: Setting) -> Built:
+    a = s.args
+    options = SwebenchOptions(a.file, a.repos, a.env, a.instances, not a.no_validate, a.pull,
+                              a.dataset_split, not a.no_clone)
+    return SwebenchSource(options, s.common), asdict(options), None
 
 
-def _harbor(args: argparse.Namespace, common: SourceOptions, llm: LLMConfig | None,
-            work: Path) -> Built:
+def _harbor(s: Setting) -> Built:
     from repogym.tasks.sources.harbor import HarborSource
 
-    if not args.path.exists():
-        raise ValueError(f"{args.path} does not exist: pass a Harbor task folder.")
-    source = HarborSource(args.path, common, not args.no_validate)
-    return source, {"path": str(args.path), "validate": not args.no_validate}, None
+    a = s.args
+    if not a.path.exists():
+        raise ValueError(f"{a.path} does not exist: pass a Harbor task folder.")
+    source = HarborSource(a.path, s.common, not a.no_validate)
+    return source, {"path": str(a.path), "validate": not a.no_validate}, None
 
 
-SOURCES: dict[str, Callable[..., Built]] = {
+SOURCES: dict[str, Callable[[Setting], Built]] = {
     "git": _git, "replication": _replication, "synthetic": _synthetic, "pypi": _pypi,
     "swebench": _swebench, "harbor": _harbor,
 }
+# Sources whose candidates a ``Checker`` checks (the others validate published tasks).
+CHECKED = ("git", "replication", "synthetic", "pypi")
 
 
 def run_tasks_add(args: argparse.Namespace) -> int:
-    """Runs one ``tasks add``; 0 when at least one task was written."""
+    """Runs one ``tasks add``; 0 when at least one task was written (or nothing was new)."""
     if args.add_source not in SOURCES:
         raise ValueError(f"unknown source {args.add_source!r}; valid: {sorted(SOURCES)}")
     # a bad flag raises ValueError, anything else RepogymError: the command line says which
     common = SourceOptions(args.max, args.split, args.seed, args.runs)
+    check = CheckOptions(runs=args.runs, selective=args.check == "selective",
+                         workers=args.workers, seed=args.seed)
     llm = LLMConfig.from_env(args.llm_base_url, args.llm_model)
+    SuiteFolder(args.out)  # a folder that is no suite is refused before any work
     if not getattr(args, "no_validate", False) and not docker_available():
         raise DockerUnavailable("`tasks add` runs every candidate's tests in containers")
-    with tempfile.TemporaryDirectory(prefix="repogym-add-") as tmp:
-        source, config, repo = SOURCES[args.add_source](args, common, llm, Path(tmp))
+    with tempfile.TemporaryDirectory(prefix="repogym-add-") as tmp, _checker(args, check) as (
+            derive, summary):
+        built = SOURCES[args.add_source](Setting(args, common, llm, Path(tmp), derive))
+        source, options, repo = built
         shared = getattr(source, "shares_sources", False)
         if not args.no_gold_cases and not getattr(args, "no_validate", False):
             source = WithGoldCases(source)  # differential cases traced from the gold code
-        result = collect(source, common.max_candidates)
         certifying = not args.no_certify and not getattr(args, "no_validate", False)
+        config = {"source": args.add_source, "options": options, "common": asdict(common),
+                  "check": {**asdict(check), "ray": args.ray},
+                  "environment_overrides": asdict(_overrides(args)),
+                  "llm": llm.describe() if llm else None, "repogym": __version__,
+                  "gold_cases": isinstance(source, WithGoldCases),
+                  "certified": certifying, "keep_hackable": args.keep_hackable}
+        folder = SuiteFolder(args.out, config)
+        folder.begin()
+        result = collect(source, common.max_candidates, workers=args.workers, journal=folder,
+                         skip=folder.skip)
+        result.kept = _rebind(result.kept, built)
         if certifying:  # a task that an attack beats is no task (unless --keep-hackable)
             certify_collected(result, args)
+        kept = result.kept
         if repo is not None:
-            repo.keep_only(t.base_commit for t in result.kept)
-        report = _write(args.out, result, not shared, {
-            "source": args.add_source, "options": config, "common": asdict(common),
-            "environment_overrides": asdict(_overrides(args)),
-            "llm": llm.describe() if llm else None, "repogym": __version__,
-            "gold_cases": isinstance(source, WithGoldCases),
-            "certified": certifying, "keep_hackable": args.keep_hackable,
-        })
+            repo.keep_only(t.base_commit for t in kept)
+        written = folder.write(kept, not shared, {"config": config, **result.to_dict(),
+                                                  "checking": summary()},
+                               finished=result.stopped is None)
+    return _report(args, result, written)
+
+
+@contextlib.contextmanager
+def _checker(args: argparse.Namespace, check: CheckOptions
+             ) -> Iterator[tuple[Deriver | None, Callable[[], dict[str, Any]]]]:
+    """The deriver the sources use, on this machine or a Ray cluster, and its summary."""
+    if args.add_source not in CHECKED:
+        yield None, dict
+        return
+    if args.ray:
+        from repogym.tasks.sources.ray_check import RayChecker
+
+        with RayChecker(args.ray, check) as remote:
+            yield remote.derive, remote.summary
+        return
+    with Checker(check, log=log_stderr) as checker:
+        yield checker.derive, checker.summary
+
+
+def _rebind(kept: list[Task], built: Built) -> list[Task]:
+    """Tasks taken from the progress file point at the work repository of the interrupted
+    run, which is gone: this run's holds the same commits."""
+    source, _, repo = built
+    current = repo.path if repo is not None else getattr(source, "repo", None)
+    if current is None:
+        return kept
+    return [t.with_(source=str(current)) if t.source and not Path(t.source).exists() else t
+            for t in kept]
+
+
+def _report(args: argparse.Namespace, result: Collected, written: dict[str, Any]) -> int:
     print(f"{args.add_source}: {result.summary()}")
     if result.stopped:
-        print(f"stopped early: {result.stopped}", file=sys.stderr)
-    print(f"wrote {report['tasks_file']} ({len(result.kept)} tasks) and "
-          f"{args.out / 'report.json'}")
+        print(f"stopped early: {result.stopped}; run the same command again to go on from "
+              "there", file=sys.stderr)
+    renamed = written["renamed"]
+    print(f"wrote {written['added']} tasks to {written['tasks_file']} (now {written['total']})"
+          + (f", {len(renamed)} renamed to keep ids unique" if renamed else "")
+          + f", and {args.out / 'report.json'}")
     if result.stopped and result.stopped.startswith("interrupted"):
         return 130
-    if not result.kept:
+    if not result.kept and result.tried:
         print("no candidate survived; see the reasons above (and report.json) and try more "
               "candidates (--max), another --seed, or another source.", file=sys.stderr)
         return 1
+    if not result.tried:
+        print("nothing new to try: every candidate is in the suite already (raise --max or "
+              "change --seed)", file=sys.stderr)
     return 0
-
-
-def _write(out: Path, result: Collected, copy_sources: bool, config: dict[str, Any]
-           ) -> dict[str, Any]:
-    """The suite; repositories are copied in unless they are shared mirrors (a copy of each
-    per suite would only waste space)."""
-    from repogym.tasks.suite import write_suite
-
-    out.mkdir(parents=True, exist_ok=True)
-    tasks_file = write_suite(result.kept, out, copy_sources=copy_sources)
-    report = {"config": config, **result.to_dict(), "tasks_file": str(tasks_file)}
-    (out / "report.json").write_text(json.dumps(report, indent=2, default=str) + "\n")
-    return report

@@ -42,35 +42,61 @@ def derive_lists(
     try:
         before = _grade(bare, "", runs, grader)
         after = _grade(bare, task.patch, runs, grader)
-    except SetupFailed as exc:
-        return None, f"setup fails on this snapshot: {_last_lines(str(exc))}"
     except RepogymError as exc:
-        return None, f"infrastructure: {str(exc).splitlines()[0][:200]}"
+        return None, error_reason(exc)
+    problem = run_problem(before, after)
+    if problem:
+        return None, problem
+    flaky = flaky_tests([r.statuses for r in before]) | flaky_tests([r.statuses for r in after])
+    f2p, p2p = measured_lists(before[0].statuses, after[0].statuses, flaky)
+    if not f2p:
+        return None, no_f2p_reason(after[0])
+    return task.with_(FAIL_TO_PASS=tuple(f2p), PASS_TO_PASS=tuple(p2p)), "ok"
+
+
+NO_F2P = "no test fails before the patch and passes after it"
+
+
+def error_reason(exc: RepogymError) -> str:
+    """A candidate's rejection for an error while building or running its tests."""
+    if isinstance(exc, SetupFailed):
+        return f"setup fails on this snapshot: {_last_lines(str(exc))}"
+    return f"infrastructure: {str(exc).splitlines()[0][:200]}"
+
+
+def run_problem(before: list[GradingReport], after: list[GradingReport]) -> str | None:
+    """Why runs without (``before``) and with the gold patch (``after``) cannot give a task's
+    lists, or None."""
     if not after[0].patch_applied:
-        return None, "gold patch does not apply"
+        return "gold patch does not apply"
     if after[0].stripped:
-        return None, f"gold patch touches test paths {sorted(after[0].stripped)[:3]}"
+        return f"gold patch touches test paths {sorted(after[0].stripped)[:3]}"
     for rep in before + after:
         if not rep.valid and rep.timed_out:
-            return None, "tests time out"
+            return "tests time out"
         if not rep.valid:
             side = "with the gold patch" if any(rep is a for a in after) else "without it"
-            return None, invalid_reason(rep, side)
-    flaky = _flaky([r.statuses for r in before]) | _flaky([r.statuses for r in after])
-    b, a = before[0].statuses, after[0].statuses
-    f2p = sorted(
-        t for t, s in a.items() if s == "PASSED" and b.get(t) != "PASSED" and t not in flaky
-    )
-    p2p = sorted(
-        t for t, s in a.items() if s == "PASSED" and b.get(t) == "PASSED" and t not in flaky
-    )
-    if not f2p and after[0].shadowed:
-        return None, ("no test fails before the patch and passes after it: the tests import "
-                      f"{', '.join(after[0].shadowed[:3])}, not the repository's code (an "
-                      "installed copy shadows /testbed)")
-    if not f2p:
-        return None, "no test fails before the patch and passes after it"
-    return task.with_(FAIL_TO_PASS=tuple(f2p), PASS_TO_PASS=tuple(p2p)), "ok"
+            return invalid_reason(rep, side)
+    return None
+
+
+def no_f2p_reason(after: GradingReport) -> str:
+    """The rejection of a candidate no test tells apart, and why when the run shows it."""
+    if after.shadowed:
+        return (f"{NO_F2P}: the tests import {', '.join(after.shadowed[:3])}, not the "
+                "repository's code (an installed copy shadows /testbed)")
+    return NO_F2P
+
+
+def measured_lists(before: dict[str, str], after: dict[str, str], flaky: set[str]
+                   ) -> tuple[list[str], list[str]]:
+    """(FAIL_TO_PASS, PASS_TO_PASS) from one run's statuses on each side: what passes with
+    the gold patch and not without it, and what passes on both, flaky tests left out."""
+    f2p = sorted(t for t, s in after.items()
+                 if s == "PASSED" and before.get(t) != "PASSED" and t not in flaky)
+    p2p = sorted(t for t, s in after.items()
+                 if s == "PASSED" and before.get(t) == "PASSED" and t not in flaky)
+    return f2p, p2p
 
 
 _SUMMARY = re.compile(r"^=+ (.+?) =+$", re.M)
@@ -117,7 +143,8 @@ def _last_lines(text: str, n: int = 3) -> str:
     return " | ".join(lines[-n:])[:300]
 
 
-def _flaky(runs: list[dict[str, str]]) -> set[str]:
+def flaky_tests(runs: list[dict[str, str]]) -> set[str]:
+    """Tests whose status differs between runs (missing from one counts as a status)."""
     ids = set().union(*runs) if runs else set()
     return {t for t in ids if len({r.get(t) for r in runs}) > 1}
 
@@ -138,7 +165,7 @@ def validate_task(task: Task, runs: int = 2, grader: Grader | None = None) -> Va
         return Validation(
             task.instance_id, False, f"infrastructure: {exc}", [], [], [], time.monotonic() - start
         )
-    flaky = sorted(_flaky([r.statuses for r in gold]) | _flaky([r.statuses for r in empty]))
+    flaky = sorted(flaky_tests([r.statuses for r in gold]) | flaky_tests([r.statuses for r in empty]))
     gold_ok = [r.resolved for r in gold]
     empty_ok = [r.resolved for r in empty]
     reasons = []

@@ -47,8 +47,10 @@ _SPARE = re.compile(r"^__RG_SPARE=(\d+)$", re.M)
 class PytestRun:
     """Grades one patch of a pytest task in ``box``; the verdict goes into ``report``."""
 
-    def __init__(self, grader: Grader, task: Task, box: GradingBox, report: GradingReport):
+    def __init__(self, grader: Grader, task: Task, box: GradingBox, report: GradingReport,
+                 only: tuple[str, ...] = ()):
         self.grader, self.task, self.box, self.report = grader, task, box, report
+        self.only = only  # task creation: the tests a change reaches (pytest node ids)
         self.pytest = runs_pytest(task.environment)
         self.changed: list[str] = []
         self.channels = ([Channel(1), Channel(2)] if self.pytest and grader.config.reporter
@@ -83,7 +85,9 @@ class PytestRun:
         # (the planter names them on the command line only where that narrows nothing)
         extra = canaries.args if canaries else []
         self.plugins = canaries.plugin_args if canaries else []
-        if self.disguise is not None:
+        if self.only:  # task creation: the tests a change reaches, and the canary's file
+            files = [*self.only, *([canaries.path] if canaries else [])]
+        elif self.disguise is not None:
             files = self.disguise.run_args(self.test_files(), extra, self.grader.rng)
         else:
             files = self.test_files() + extra
@@ -104,7 +108,9 @@ class PytestRun:
             self.task.environment.test_files)
         stripped = stage.protected_by_name(predicted, task_tests)
         plant = self.pytest and self.grader.config.canaries
-        hide = plant and self.grader.config.disguise
+        # task creation's runs of a few tests (``only``) check the repository's own code, not
+        # an agent's: nothing to hide them from
+        hide = plant and self.grader.config.disguise and not self.only
         staged, out = self._apply(patch, predicted, stripped, plant, hide)
         stage.record(self.report, staged, predicted, stripped)
         if staged.applied:

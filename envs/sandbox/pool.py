@@ -62,7 +62,9 @@ class SandboxPool:
     RECYCLE_WAIT = 60.0
 
     def __init__(self, size: int = 0, reuse: bool = True, grader_size: int = 0,
-                 idle_images: int = 2, **config: Any):
+                 idle_images: int = 2,
+                 reset: dict[str, Callable[[DockerSandbox], bool]] | None = None,
+                 **config: Any):
         if size < 0 or grader_size < 0 or idle_images < 0:
             raise ValueError(f"pool sizes must be >= 0 (size={size}, grader_size={grader_size}, "
                              f"idle_images={idle_images})")
@@ -70,6 +72,10 @@ class SandboxPool:
         self.idle_images = idle_images
         self._in_use: dict[tuple[str, str], int] = defaultdict(int)
         self._touched: dict[tuple[str, str], float] = {}
+        # how a used container of each role is reset in place (False: it could not be, and
+        # it is removed); a role without one is never handed out twice
+        self.resetters: dict[str, Callable[[DockerSandbox], bool]] = {
+            "agent": reset_in_place, **(reset or {})}
         self.sizes = {"agent": size, "grader": grader_size}
         self._ready: dict[tuple[str, str], queue.Queue[DockerSandbox]] = defaultdict(queue.Queue)
         self._resetting: dict[tuple[str, str], int] = defaultdict(int)
@@ -179,7 +185,7 @@ class SandboxPool:
             return
         key = (box.config.image, box.config.role)
         self._use(key, -1)
-        if not self.reuse or key[1] != "agent":
+        if not self.reuse or key[1] not in self.resetters:
             # never handed out again: removed in the background, and its place refilled now
             # (a container being removed is not one being reset, so nobody waits for it)
             self._start_worker(self._discard, box)
@@ -213,7 +219,7 @@ class SandboxPool:
     def _recycle(self, box: DockerSandbox) -> None:
         key = (box.config.image, box.config.role)
         try:
-            if self._reusable(key) and reset_in_place(box) and self._keep(key, box):
+            if self._reusable(key) and self.resetters[key[1]](box) and self._keep(key, box):
                 self.stats["reused"] += 1
                 return
             self._discard(box)
@@ -227,7 +233,7 @@ class SandboxPool:
             self._refill(key)  # a discarded container leaves a place to fill
 
     def _reusable(self, key: tuple[str, str]) -> bool:
-        return self.reuse and not self._closed and key[1] == "agent"
+        return self.reuse and not self._closed and key[1] in self.resetters
 
     def _keep(self, key: tuple[str, str], box: DockerSandbox) -> bool:
         """Puts a reset container back unless the pool already holds enough: ``size`` ready

@@ -13,18 +13,15 @@ import shutil
 import subprocess
 import sys
 import tempfile
-import time
-from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
-from typing import Any, Protocol, TypeAlias
+from typing import Protocol, TypeAlias
 
 from repogym.errors import TaskError
 from repogym.progress import Progress
 from repogym.tasks.repo import SNAPSHOT_ENV
 from repogym.tasks.schema import SPLITS, Task
-from repogym.tasks.sources import heartbeat
 
 # Folder names that hold tests (SWE-bench uses the same words to find test files).
 TEST_DIRS = frozenset({"test", "tests", "testing", "e2e", "__tests__"})
@@ -238,7 +235,7 @@ class WorkRepo:
         run_git(self.path, "gc", "--quiet", "--prune=now")
 
 
-# ---------------------------------------------------------------------------- the loop
+# ---------------------------------------------------------------------------- reasons
 
 
 # The kinds of rejection, first match wins: what the summary and report.json count. A reason's
@@ -279,102 +276,6 @@ def reason_kind(reason: str) -> str:
             return kind
     head = re.split(r"[:(\[{'\"`]", reason, maxsplit=1)[0].strip().lower()
     return re.sub(r"\d+", "N", head)[:60].strip() or "unknown"
-
-
-
-# Consecutive infrastructure failures after which a run stops: the rest would fail alike.
-MAX_INFRA_FAILURES = 3
-
-
-@dataclass
-class Collected:
-    """What one run of a source produced."""
-
-    kept: list[Task] = field(default_factory=list)
-    outcomes: list[dict[str, Any]] = field(default_factory=list)
-    seconds: float = 0.0
-    stopped: str | None = None  # why the run stopped early, if it did
-
-    @property
-    def tried(self) -> int:
-        return len(self.outcomes)
-
-    @property
-    def reasons(self) -> Counter[str]:
-        return Counter(reason_kind(o["reason"]) for o in self.outcomes if not o["kept"])
-
-    def summary(self) -> str:
-        rejected = self.tried - len(self.kept)
-        line = f"tried {self.tried}, kept {len(self.kept)}, rejected {rejected}"
-        if rejected:
-            line += ": " + ", ".join(f"{r} ({n})" for r, n in self.reasons.most_common())
-        return line
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "tried": self.tried, "kept": len(self.kept), "rejected": self.tried - len(self.kept),
-            "reasons": dict(self.reasons.most_common()), "seconds": round(self.seconds, 1),
-            "stopped": self.stopped, "candidates": self.outcomes,
-        }
-
-
-def collect(source: TaskSource, max_candidates: int | None = None, log: Log = log_stderr
-            ) -> Collected:
-    """Checks candidates one by one until ``max_candidates`` were tried or none are left.
-
-    A ``TaskError`` while checking rejects that candidate; any other error stops the run, and
-    so do ``MAX_INFRA_FAILURES`` infrastructure rejections in a row (Docker is down, the image
-    does not build): every later candidate would fail the same way. An interrupt (Ctrl-C) stops
-    it too, keeping what was checked so far: the caller still writes it.
-    """
-    result = Collected()
-    start = time.monotonic()
-    try:
-        _collect_into(result, source, max_candidates, log)
-    except KeyboardInterrupt:
-        result.stopped = f"interrupted after {result.tried} candidates"
-        log(f"stopping: {result.stopped}; writing the {len(result.kept)} tasks kept so far")
-    result.seconds = time.monotonic() - start
-    return result
-
-
-def _collect_into(result: Collected, source: TaskSource, max_candidates: int | None,
-                  log: Log) -> None:
-    total = str(max_candidates) if max_candidates else "?"
-    log(f"{source.name}: checking candidates one at a time (each gets its image, then its "
-        "tests run with and without the patch; a long one reports every "
-        f"{heartbeat.EVERY:.0f} s)")
-    for task in source.candidates():
-        if max_candidates is not None and result.tried >= max_candidates:
-            break
-        if isinstance(task, Rejected):
-            done, reason = None, task.reason
-        else:
-            label = f"[{result.tried + 1}/{total}] {source.name} {task.instance_id}"
-            try:
-                with heartbeat.heartbeat(log, label, task):
-                    done, reason = source.check(task)
-            except TaskError as err:
-                done, reason = None, str(err)
-        outcome: dict[str, Any] = {"instance_id": task.instance_id, "kind": task.kind,
-                                   "kept": done is not None, "reason": reason}
-        if done is None:
-            outcome["reason_kind"] = reason_kind(reason)
-        if done is not None:
-            result.kept.append(done)
-            outcome.update(FAIL_TO_PASS=len(done.FAIL_TO_PASS),
-                           PASS_TO_PASS=len(done.PASS_TO_PASS))
-            status = f"kept ({len(done.FAIL_TO_PASS)} F2P, {len(done.PASS_TO_PASS)} P2P)"
-        else:
-            status = f"rejected: {reason}"
-        result.outcomes.append(outcome)
-        log(f"[{result.tried}/{total}] {source.name} {task.instance_id}: {status}")
-        recent = [o["reason"] for o in result.outcomes[-MAX_INFRA_FAILURES:]]
-        if len(recent) == MAX_INFRA_FAILURES and all(
-                r.startswith("infrastructure") for r in recent):
-            result.stopped = f"{MAX_INFRA_FAILURES} infrastructure failures in a row: {reason}"
-            log(f"stopping: {result.stopped}")
-            break
 
 
 def default_deriver(runs: int) -> Deriver:

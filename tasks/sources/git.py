@@ -20,6 +20,7 @@ import yaml
 from repogym.errors import TaskError
 from repogym.tasks.schema import Task
 
+from . import statements
 from .common import (
     Deriver,
     Log,
@@ -33,9 +34,7 @@ from .common import (
     split_paths,
 )
 from .detect import EnvOverrides, GitTree, detect_environment
-from .llm import ISSUE_SYSTEM, LLMConfig, statement
-
-MAX_PROMPT_DIFF = 12000
+from .llm import LLMConfig
 
 
 @dataclass(frozen=True)
@@ -172,12 +171,21 @@ class GitSource:
         if not task.patch.strip() or not task.test_patch.strip():
             return None, "empty patch: the commit's code or test changes are empty diffs"
         done, reason = self.derive(task)
-        if done is None or self.llm is None:
-            return done, reason
-        prompt = (f"Commit message:\n{task.problem_statement}\n\nThe change (do not reveal "
-                  f"it):\n{task.patch[:MAX_PROMPT_DIFF]}\n\nWrite the issue this change "
-                  "resolves.")
-        text = statement(self.llm, ISSUE_SYSTEM, prompt, task.problem_statement, self.log)
-        extra = {**done.extra, "statement_from": "llm" if text != task.problem_statement
-                 else done.extra.get("statement_from", "commit")}
-        return done.with_(problem_statement=text, extra=extra), reason
+        if done is None:
+            return None, reason
+        extra = statements.without_observations(done)
+        if extra.get("statement_from") == "issue":
+            return done.with_(extra=extra), reason  # the user's own issue text
+        hidden = statements.test_lines(done, {})
+        found = statements.facts(done, lambda path: run_git(
+            self.repo, "show", f"{done.base_commit}:{path}", check=False) or None)
+        if not found and self.llm is None:
+            return done.with_(extra=extra), reason  # the commit message, as it is
+        message = task.problem_statement
+        fallback = (statements.facts_statement(done, found, context=message, hidden=hidden)
+                    if found else message)
+        text, author = statements.written(self.llm, fallback, hidden, self.log)
+        if not found and author != "llm":
+            author = "commit"
+        return done.with_(problem_statement=text, extra={**extra, "statement_from": author}), (
+            reason)

@@ -20,7 +20,7 @@ from pathlib import Path
 from repogym.errors import RepogymError
 from repogym.tasks.schema import Environment, Reference, Task
 
-from . import mutate, pyast
+from . import mutate, pyast, statements
 from .common import (
     Deriver,
     Log,
@@ -31,7 +31,7 @@ from .common import (
     log_stderr,
     slug,
 )
-from .llm import ISSUE_SYSTEM, LLMConfig, statement
+from .llm import LLMConfig
 
 MAX_SNIPPETS = 3
 MAX_SNIPPET_LINES = 40
@@ -262,13 +262,18 @@ class SyntheticSource:
             return None, reason
         if not done.PASS_TO_PASS:
             return None, "breaks every test: no test passes with the bug (does it still import?)"
-        try:
-            output = self.failure_log(done)
-        except RepogymError as err:
-            self.log(f"warning: no test output for the statement of {task.instance_id}: {err}")
-            output = ""
-        fallback = failure_statement(done.FAIL_TO_PASS, self.files, output)
-        prompt = ("Write a bug report from these failing tests. Describe the wrong behaviour "
-                  "a user would see; do not guess where the defect is.\n\n" + fallback)
-        text = statement(self.llm, ISSUE_SYSTEM, prompt, fallback, self.log)
-        return done.with_(problem_statement=text), reason
+        hidden = statements.test_lines(done, self.files)
+        found = statements.facts(done, self.files.get)
+        if found:  # what the failing tests observed (see repogym.tasks.checking)
+            fallback = statements.facts_statement(done, found, name_tests=True, hidden=hidden)
+        else:
+            try:
+                output = self.failure_log(done)
+            except RepogymError as err:
+                self.log(f"warning: no test output for the statement of {task.instance_id}: "
+                         f"{err}")
+                output = ""
+            fallback = failure_statement(done.FAIL_TO_PASS, self.files, output)
+        text, author = statements.written(self.llm, fallback, hidden, self.log)
+        extra = {**statements.without_observations(done), "statement_from": author}
+        return done.with_(problem_statement=text, extra=extra), reason

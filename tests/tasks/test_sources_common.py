@@ -17,13 +17,13 @@ from repogym.tasks.sources.common import (
     Rejected,
     SourceOptions,
     WorkRepo,
-    collect,
     interleave,
     is_test_path,
     reason_kind,
     repo_name,
     split_paths,
 )
+from repogym.tasks.sources.loop import collect, short_reason
 
 
 @pytest.mark.parametrize("path", [

@@ -19,8 +19,9 @@ import pytest
 
 from repogym.tasks.repo import export_tree
 from repogym.tasks.schema import Environment, Task
-from repogym.tasks.sources.common import SourceOptions, WorkRepo, collect
+from repogym.tasks.sources.common import SourceOptions, WorkRepo
 from repogym.tasks.sources.git import GitOptions, GitSource
+from repogym.tasks.sources.loop import collect
 from repogym.tasks.sources.replication import ReplicationOptions, ReplicationSource
 from repogym.tasks.sources.synthetic import SyntheticOptions, SyntheticSource, failure_summary
 

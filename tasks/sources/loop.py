@@ -1,0 +1,237 @@
+"""The loop that turns a source's candidates into validated tasks, on several workers.
+
+Candidates are made in the source's order on the calling thread (making one may commit to the
+working repository); ``workers`` threads check them (the checks wait on containers, so threads
+overlap well), at most ``workers`` at a time. Outcomes are logged as they finish and returned in
+candidate order, so the tasks written do not depend on the number of workers.
+
+A ``Journal`` (the output folder's progress file) records each finished candidate at once; a
+run that is interrupted or killed and started again takes the recorded outcomes instead of
+checking those candidates again. Candidates a suite already holds are skipped without a check
+(``skip``): running a command again adds only what is new.
+"""
+
+from __future__ import annotations
+
+import queue
+import re
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from repogym.errors import TaskError
+from repogym.tasks.schema import Task
+
+from .common import Log, Rejected, TaskSource, log_stderr
+
+# Consecutive infrastructure failures after which a run stops: the rest would fail alike.
+MAX_INFRA_FAILURES = 3
+
+
+def short_reason(reason: str) -> str:
+    """The histogram key of a rejection: its text up to the first colon, without numbers."""
+    head = reason.split(":", 1)[0].strip().lower()
+    return re.sub(r"\d+", "N", head)[:80] or "unknown"
+
+
+@dataclass
+class Collected:
+    """What one run of a source produced."""
+
+    kept: list[Task] = field(default_factory=list)
+    outcomes: list[dict[str, Any]] = field(default_factory=list)
+    seconds: float = 0.0
+    stopped: str | None = None  # why the run stopped early, if it did
+    resumed: int = 0  # outcomes taken from the progress file of an interrupted run
+    skipped: int = 0  # candidates the suite already holds
+
+    @property
+    def tried(self) -> int:
+        return len(self.outcomes)
+
+    @property
+    def reasons(self) -> Counter[str]:
+        return Counter(short_reason(o["reason"]) for o in self.outcomes if not o["kept"])
+
+    def summary(self) -> str:
+        rejected = self.tried - len(self.kept)
+        line = f"tried {self.tried}, kept {len(self.kept)}, rejected {rejected}"
+        if rejected:
+            line += ": " + ", ".join(f"{r} ({n})" for r, n in self.reasons.most_common())
+        if self.resumed or self.skipped:
+            line += f" ({self.resumed} taken from the progress file, {self.skipped} already " \
+                    "in the suite)"
+        return line
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "tried": self.tried, "kept": len(self.kept), "rejected": self.tried - len(self.kept),
+            "reasons": dict(self.reasons.most_common()), "seconds": round(self.seconds, 1),
+            "seconds_per_tried": round(self.seconds / self.tried, 1) if self.tried else None,
+            "seconds_per_kept": round(self.seconds / len(self.kept), 1) if self.kept else None,
+            "resumed": self.resumed, "skipped": self.skipped,
+            "stopped": self.stopped, "candidates": self.outcomes,
+        }
+
+
+class Journal(Protocol):
+    """Where each finished candidate is recorded the moment it finishes."""
+
+    def earlier(self, instance_id: str) -> tuple[dict[str, Any], Task | None] | None:
+        """The outcome (and kept task) an interrupted run recorded, if any."""
+        ...
+
+    def record(self, outcome: dict[str, Any], task: Task | None) -> None: ...
+
+
+def collect(source: TaskSource, max_candidates: int | None = None, log: Log = log_stderr, *,
+            workers: int = 1, journal: Journal | None = None,
+            skip: Callable[[Task], bool] | None = None) -> Collected:
+    """Checks candidates until ``max_candidates`` were tried or none are left.
+
+    A ``TaskError`` while checking rejects that candidate; any other error stops the run, and
+    so do ``MAX_INFRA_FAILURES`` infrastructure rejections in a row (Docker is down, the image
+    does not build): every later candidate would fail the same way. An interrupt (Ctrl-C) stops
+    it too, keeping what was checked so far: the caller still writes it.
+    """
+    if workers < 1:
+        raise ValueError(f"--workers {workers}: give at least 1.")
+    run = _Run(source, max_candidates, log, workers, journal, skip)
+    start = time.monotonic()
+    try:
+        run.loop()
+    except KeyboardInterrupt:
+        run.result.stopped = f"interrupted after {len(run.finished)} candidates"
+        log(f"stopping: {run.result.stopped}; writing the "
+            f"{sum(1 for _, _, t in run.finished if t)} tasks kept so far")
+    finally:
+        run.close()
+    result = run.result
+    for _, outcome, task in sorted(run.finished, key=lambda f: f[0]):
+        result.outcomes.append(outcome)
+        if task is not None:
+            result.kept.append(task)
+    result.seconds = time.monotonic() - start
+    return result
+
+
+def check_one(source: TaskSource, task: Task) -> tuple[Task | None, str]:
+    try:
+        return source.check(task)
+    except TaskError as err:
+        return None, str(err)
+
+
+def _outcome(task: Task | Rejected, done: Task | None, reason: str) -> dict[str, Any]:
+    outcome: dict[str, Any] = {"instance_id": task.instance_id, "kind": task.kind,
+                               "kept": done is not None, "reason": reason}
+    if done is not None:
+        outcome.update(FAIL_TO_PASS=len(done.FAIL_TO_PASS), PASS_TO_PASS=len(done.PASS_TO_PASS))
+    return outcome
+
+
+class _Run:
+    """One run of the loop: the candidates handed out, the outcomes that came back."""
+
+    def __init__(self, source: TaskSource, max_candidates: int | None, log: Log, workers: int,
+                 journal: Journal | None, skip: Callable[[Task], bool] | None) -> None:
+        self.source, self.max, self.log, self.workers = source, max_candidates, log, workers
+        self.journal, self.skip = journal, skip
+        self.result = Collected()
+        self.finished: list[tuple[int, dict[str, Any], Task | None]] = []
+        self.handed = 0  # candidates handed out (tried or being tried)
+        self.inflight = 0
+        self.todo: queue.Queue[tuple[int, Task] | None] = queue.Queue()
+        self.done: queue.Queue[tuple[int, Task, tuple[Task | None, str] | BaseException]] = (
+            queue.Queue())
+        self.threads: list[threading.Thread] = []
+        self.stop = False
+
+    def loop(self) -> None:
+        for task in self.source.candidates():
+            if self.stop or (self.max is not None and self.handed >= self.max):
+                break
+            if self.skip is not None and not isinstance(task, Rejected) and self.skip(task):
+                self.result.skipped += 1
+                continue
+            index = self.handed
+            self.handed += 1
+            earlier = self.journal.earlier(task.instance_id) if self.journal else None
+            if earlier is not None:
+                self.result.resumed += 1
+                self.finish(index, task, earlier[1], earlier[0]["reason"], resumed=True)
+            elif isinstance(task, Rejected):
+                self.finish(index, task, None, task.reason)
+            elif self.workers == 1:
+                self.finish(index, task, *check_one(self.source, task))
+            else:
+                self.submit(index, task)
+        while self.inflight:
+            self.collect_one()
+
+    def submit(self, index: int, task: Task) -> None:
+        while self.inflight >= self.workers:
+            self.collect_one()
+        if self.stop:
+            return
+        if len(self.threads) < self.workers:
+            thread = threading.Thread(target=self.work, daemon=True,
+                                      name=f"repogym-check-{len(self.threads)}")
+            self.threads.append(thread)
+            thread.start()
+        self.inflight += 1
+        self.todo.put((index, task))
+
+    def work(self) -> None:
+        while True:
+            item = self.todo.get()
+            if item is None:
+                return
+            index, task = item
+            try:
+                answer: tuple[Task | None, str] | BaseException = check_one(self.source, task)
+            except BaseException as exc:  # noqa: BLE001 - handed to the main thread
+                answer = exc
+            self.done.put((index, task, answer))
+
+    def collect_one(self) -> None:
+        while True:
+            try:  # a timeout, so that Ctrl-C reaches the main thread while it waits
+                index, task, answer = self.done.get(timeout=0.5)
+                break
+            except queue.Empty:
+                continue
+        self.inflight -= 1
+        if isinstance(answer, BaseException):
+            self.stop = True
+            raise answer
+        self.finish(index, task, *answer)
+
+    def finish(self, index: int, task: Task | Rejected, done: Task | None, reason: str,
+               resumed: bool = False) -> None:
+        outcome = _outcome(task, done, reason)
+        self.finished.append((index, outcome, done))
+        if self.journal is not None and not resumed and not reason.startswith("infrastructure"):
+            self.journal.record(outcome, done)
+        if done is not None:
+            status = f"kept ({len(done.FAIL_TO_PASS)} F2P, {len(done.PASS_TO_PASS)} P2P)"
+        else:
+            status = f"rejected: {reason}"
+        total = str(self.max) if self.max else "?"
+        note = " (from the progress file)" if resumed else ""
+        self.log(f"[{len(self.finished)}/{total}] {self.source.name} {task.instance_id}: "
+                 f"{status}{note}")
+        recent = [o["reason"] for _, o, _ in self.finished[-MAX_INFRA_FAILURES:]]
+        if len(recent) == MAX_INFRA_FAILURES and all(r.startswith("infrastructure")
+                                                     for r in recent):
+            self.result.stopped = f"{MAX_INFRA_FAILURES} infrastructure failures in a row: {reason}"
+            self.log(f"stopping: {self.result.stopped}")
+            self.stop = True
+
+    def close(self) -> None:
+        """Ends idle workers; busy ones are daemons and end with the process."""
+        for _ in self.threads:
+            self.todo.put(None)
