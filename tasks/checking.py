@@ -56,9 +56,9 @@ from repogym.tasks.sources.common import run_git
 from repogym.tasks.sources.pyast import library_files, module_name
 from repogym.tasks.validate import (
     NO_F2P,
-    flaky_tests,
     derive_lists,
     error_reason,
+    flaky_tests,
     measured_lists,
     run_problem,
 )
@@ -78,7 +78,7 @@ class CheckOptions:
     sample: int = 20  # tests beyond those a change reaches, run to catch what the map missed
     workers: int = 1  # warm grading containers kept per image
     seed: int = 0
-    trace_factor: float = 4.0  # the traced run may take this many times the task's timeout
+    trace_factor: float = 2.0  # the mapping run may take this many times the task's timeout
 
     def __post_init__(self) -> None:
         if self.runs < 1:
@@ -113,7 +113,9 @@ class Checker:
     def __init__(self, options: CheckOptions | None = None, log: Log | None = None) -> None:
         self.options = options or CheckOptions()
         self.log = log or (lambda _m: None)
-        self.pool = SandboxPool(size=self.options.workers, reset={"grader": reset_grader})
+        # one spare per worker: a used container resets while its replacement runs
+        w = self.options.workers
+        self.pool = SandboxPool(size=2 * w, grader_size=w, reset={"grader": reset_grader})
         self.grader = Grader(GraderConfig(cleanup_async=False), pool=self.pool)
         self._slots: dict[tuple[str, ...], _Slot] = {}
         self._lock = threading.Lock()
@@ -311,8 +313,8 @@ class Checker:
             self.add_seconds("observations", time.monotonic() - start)
         failures = data.get("failures", {})
         observed = {
-            "tests": {t: {"failure": failures.get(t, {}), "calls": data.get("entries", {}).get(t, [])}
-                      for t in tests},
+            "tests": {t: {"failure": failures.get(t, {}),
+                          "calls": data.get("entries", {}).get(t, [])} for t in tests},
             "collection": {k.split(":", 1)[1]: v for k, v in failures.items()
                            if k.startswith("<collection>:")}}
         return task.with_(extra={**task.extra, "observed": observed})
@@ -331,12 +333,14 @@ class _Candidate:
     def check(self) -> tuple[Task | None, str]:
         base, opts = self.base, self.c.options
         assert base.coverage is not None
-        affected, sample = base.coverage.selection(self.change, opts.sample, opts.seed)
+        every = len(base.coverage.tests)
+        # a tenth of the tests a change does not reach, at most ``sample`` of them
+        size = min(opts.sample, max(2, every // 10))
+        affected, sample = base.coverage.selection(self.change, size, opts.seed)
         if affected is not None and not affected:
             self.c.count("rejected: no test reaches the change")
             return None, NO_F2P
-        every = len(base.coverage.tests)
-        if affected is None or len(affected) + len(sample) >= every // 2:
+        if affected is None or 2 * len(affected) >= every:
             self.c.count("candidates run in full (change reaches everywhere)")
             return self.full(f"{len(affected) if affected else 'every'} of {every} tests "
                              f"reached{': ' + self.change.everywhere if affected is None else ''}")
@@ -353,7 +357,7 @@ class _Candidate:
         if moved:
             self.c.count("candidates run in full (the map missed a test)")
             return self.full(f"sampled tests changed outcome: {moved[:3]}")
-        flaky = flaky_tests([r.statuses for r in base.runs]) | flaky_tests([r.statuses for r in runs])
+        flaky = _flaky(base.runs) | _flaky(runs)
         f2p, _ = measured_lists(runs[0].statuses, {t: after.get(t, "") for t in selected}, flaky)
         if not f2p:
             self.c.count("rejected after selected runs")
@@ -378,7 +382,7 @@ class _Candidate:
         if problem:
             return None, problem
         after = self.base.runs[0].statuses
-        flaky = flaky_tests([r.statuses for r in self.base.runs]) | _flaky_partial(
+        flaky = _flaky(self.base.runs) | _flaky_partial(
             [confirm.statuses, *(r.statuses for r in selected)])
         f2p, p2p = measured_lists(confirm.statuses, after, flaky)
         missed = sorted(t for t in after if t not in affected
@@ -402,7 +406,7 @@ class _Candidate:
         problem = run_problem(runs, self.base.runs) or self.not_applied(runs)
         if problem:
             return None, problem
-        flaky = flaky_tests([r.statuses for r in self.base.runs]) | flaky_tests([r.statuses for r in runs])
+        flaky = _flaky(self.base.runs) | _flaky(runs)
         f2p, p2p = measured_lists(runs[0].statuses, self.base.runs[0].statuses, flaky)
         if not f2p:
             return None, NO_F2P
@@ -418,6 +422,10 @@ def _shareable(task: Task) -> bool:
     """A candidate that is its snapshot plus a change to library files only."""
     return (task.kind in ("replication", "synthetic") and not task.test_patch.strip()
             and bool(task.extra.get("original_commit")) and bool(task.source))
+
+
+def _flaky(runs: list[GradingReport]) -> set[str]:
+    return flaky_tests([r.statuses for r in runs])
 
 
 def _flaky_partial(runs: list[dict[str, str]]) -> set[str]:

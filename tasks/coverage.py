@@ -1,7 +1,8 @@
 """Which tests a change can reach: a map from tests to the functions they call, and the
 functions a change touches.
 
-The map is made once per image by one run of the whole suite under ``coverage_plugin``. A test
+The map is made once per image by one run of the whole suite under ``coverage_plugin`` (every
+function of the library counts its calls, per test). A test
 that calls none of the functions a candidate changes runs exactly as before: up to the first
 changed line it executes, two versions of the code behave alike, and it never executes one.
 So only the tests that reach a changed function can change outcome; a change outside every
@@ -46,6 +47,7 @@ class CoverageMap:
     tests: dict[str, frozenset[Place]]
     collection: frozenset[Place] = frozenset()  # called outside any test: imports, collection
     modules: dict[str, str] = field(default_factory=dict)  # top-level package -> its file
+    unmapped: frozenset[str] = frozenset()  # library files whose calls were not recorded
     python: str = ""
 
     @classmethod
@@ -54,7 +56,8 @@ class CoverageMap:
         return cls(
             tests={t: frozenset(_place(k) for k in keys) for t, keys in data["tests"].items()},
             collection=frozenset(_place(k) for k in data.get("collection", [])),
-            modules=dict(data.get("modules", {})), python=str(data.get("python", "")))
+            modules=dict(data.get("modules", {})), unmapped=frozenset(data.get("unmapped", [])),
+            python=str(data.get("python", "")))
 
     def reached_files(self) -> set[str]:
         return {path for places in self.tests.values() for path, _ in places}
@@ -62,6 +65,8 @@ class CoverageMap:
     def affected(self, change: Change) -> set[str] | None:
         """The tests that may see ``change``; None when every test may."""
         if change.everywhere or change.functions & self.collection:
+            return None
+        if any(path in self.unmapped for path, _ in change.functions):
             return None
         return {t for t, places in self.tests.items() if places & change.functions}
 

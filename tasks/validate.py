@@ -165,7 +165,8 @@ def validate_task(task: Task, runs: int = 2, grader: Grader | None = None) -> Va
         return Validation(
             task.instance_id, False, f"infrastructure: {exc}", [], [], [], time.monotonic() - start
         )
-    flaky = sorted(flaky_tests([r.statuses for r in gold]) | flaky_tests([r.statuses for r in empty]))
+    flaky = sorted(flaky_tests([r.statuses for r in gold])
+                   | flaky_tests([r.statuses for r in empty]))
     gold_ok = [r.resolved for r in gold]
     empty_ok = [r.resolved for r in empty]
     reasons = []

@@ -142,7 +142,11 @@ def repo_name(path: Path) -> str:
         match = re.search(r"[:/]([\w.-]+)/([\w.-]+?)(?:\.git)?/?$", url)
         if match:
             return f"{match.group(1)}/{match.group(2)}"
-    name = path.resolve().name
+    resolved = path.resolve()
+    name = resolved.name
+    if name == "repo" and "+" in resolved.parent.name:  # a mirror kept as OWNER+NAME/repo
+        owner, _, project = resolved.parent.name.partition("+")
+        return f"{owner}/{project}"
     return name[: -len(".bundle")] if name.endswith(".bundle") else name
 
 

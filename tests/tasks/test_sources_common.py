@@ -141,6 +141,9 @@ def test_repo_name_reads_the_origin_remote(tmp_path: Path) -> None:
     subprocess.run(["git", "remote", "add", "origin", "git@github.com:octo/widget.git"],
                    cwd=repo, check=True)
     assert repo_name(repo) == "octo/widget"
+    mirror = tmp_path / "more-itertools+more-itertools" / "repo"
+    subprocess.run(["git", "init", "-q", "--bare", str(mirror)], check=True)
+    assert repo_name(mirror) == "more-itertools/more-itertools"
 
 
 class ListSource:
