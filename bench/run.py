@@ -14,6 +14,8 @@ Sections (all on one task of a suite, its image built first):
 - ``vector``: containers held by sync and async vector envs of default envs, and their resets.
 - ``fork``: a snapshot and a branch against a verified in-place reset, replaying the steps and
   ``docker commit`` + start.
+- ``creation``: task creation, seconds per tried and per kept candidate, selective checks
+  against full runs (``creation.py``).
 
 Figures are medians with their 10th-90th percentile spread; ``ratio`` is a row's median over
 the median of the row it is compared with (``vs``), so 12.0 on ``docker exec`` reads "takes 12
@@ -36,6 +38,7 @@ from repogym.bench.cost import (
     memory_per_env,
     swebench_latency,
 )
+from repogym.bench.creation import creation_speed
 from repogym.bench.fork import fork_latency
 from repogym.bench.latency import parallel_steps, reset_latency, step_latency
 from repogym.bench.startup import startup_latency
@@ -46,7 +49,7 @@ from repogym.tasks.images import ensure_image
 from repogym.tasks.suite import load_suite
 
 SECTIONS = ("startup", "step", "reset", "grade", "swebench", "parallel", "memory", "vector",
-            "fork")
+            "fork", "creation")
 
 
 @dataclass(frozen=True)
@@ -62,6 +65,7 @@ class BenchConfig:
     parallel: tuple[int, ...] = (1, 2, 4)  # numbers of envs stepping at once
     parallel_seconds: float = 5.0  # how long each parallel level steps
     startup_runs: int = 10  # new processes per start-up measure
+    creation_candidates: int = 4  # planted bugs checked both ways by the creation section
     sections: tuple[str, ...] = SECTIONS
     logs_dir: str | None = None  # where swebench writes its logs (a temporary folder if None)
 
@@ -70,7 +74,8 @@ class BenchConfig:
         if unknown or not self.sections:
             raise ValueError(f"sections={self.sections!r}: choose from {', '.join(SECTIONS)}")
         counts = {"steps": self.steps, "resets": self.resets, "grades": self.grades,
-                  "swebench_runs": self.swebench_runs, "startup_runs": self.startup_runs}
+                  "swebench_runs": self.swebench_runs, "startup_runs": self.startup_runs,
+                  "creation_candidates": self.creation_candidates}
         low = {k: v for k, v in counts.items() if v < 1}
         if low:
             raise ValueError(f"repetition counts must be >= 1: {low}")
@@ -82,7 +87,7 @@ class BenchConfig:
     def quick(self) -> BenchConfig:
         """Tiny counts: checks that every section runs, in well under a minute each."""
         return replace(self, steps=10, resets=2, grades=1, swebench_runs=1, parallel=(1, 2),
-                       parallel_seconds=1.0, startup_runs=3)
+                       parallel_seconds=1.0, startup_runs=3, creation_candidates=2)
 
 
 # the goals: (goal, row key, kind, limit); kind: "median" (below the limit, in the row's unit),
@@ -108,6 +113,8 @@ TARGETS: list[tuple[str, str, str, float]] = [
      0.5),
     ("submit-to-reward within 0.5 s of the tests run by hand", "grade.overhead", "median", 0.5),
     ("env.close() median < 1 s (no teardown stall)", "teardown.close", "median", 1000.0),
+    ("task creation: >= 2x fewer seconds per kept task than full runs", "creation.full.kept",
+     "ratio", 2.0),
 ]
 
 
@@ -180,6 +187,7 @@ def _sections(config: BenchConfig, ctx: Context) -> list[Row]:
         "memory": lambda: memory_per_env(ctx, max(c.parallel)),
         "vector": lambda: vector_envs(ctx, max(c.parallel), min(c.resets, 3)),
         "fork": lambda: fork_latency(ctx, c.resets),
+        "creation": lambda: creation_speed(ctx, c.creation_candidates),
     }
     for name in SECTIONS:
         if name in c.sections:

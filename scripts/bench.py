@@ -24,6 +24,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                    help="swebench run_instance samples (each ~16 s)")
     p.add_argument("--startup-runs", type=int, default=DEFAULTS.startup_runs,
                    help="new processes per start-up measure (repogym --help against python)")
+    p.add_argument("--creation-candidates", type=int, default=DEFAULTS.creation_candidates,
+                   help="planted bugs the creation section checks both ways")
     p.add_argument("--parallel", default=",".join(map(str, DEFAULTS.parallel)),
                    help="env counts stepping at once, e.g. 1,2,4")
     p.add_argument("--parallel-seconds", type=float, default=DEFAULTS.parallel_seconds,
@@ -49,7 +51,7 @@ def config_from(args: argparse.Namespace) -> BenchConfig:
         suite=args.suite, task_id=args.task, steps=args.steps, resets=args.resets,
         grades=args.grades, swebench_runs=args.swebench_runs, parallel=parallel,
         parallel_seconds=args.parallel_seconds, sections=sections, logs_dir=args.logs_dir,
-        startup_runs=args.startup_runs)
+        startup_runs=args.startup_runs, creation_candidates=args.creation_candidates)
     return config.quick() if args.quick else config
 
 

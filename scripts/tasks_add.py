@@ -304,7 +304,7 @@ def _checker(args: argparse.Namespace, check: CheckOptions
         yield None, dict
         return
     if args.ray:
-        from repogym.tasks.sources.ray_check import RayChecker
+        from repogym.tasks.ray_checking import RayChecker
 
         with RayChecker(args.ray, check) as remote:
             yield remote.derive, remote.summary

@@ -154,12 +154,13 @@ class _Run:
         for task in self.source.candidates():
             if self.stop or (self.max is not None and self.handed >= self.max):
                 break
-            if self.skip is not None and not isinstance(task, Rejected) and self.skip(task):
+            earlier = self.journal.earlier(task.instance_id) if self.journal else None
+            if earlier is None and self.skip is not None and not isinstance(task, Rejected) \
+                    and self.skip(task):
                 self.result.skipped += 1
                 continue
             index = self.handed
             self.handed += 1
-            earlier = self.journal.earlier(task.instance_id) if self.journal else None
             if earlier is not None:
                 self.result.resumed += 1
                 self.finish(index, task, earlier[1], earlier[0]["reason"], resumed=True)

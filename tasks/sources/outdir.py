@@ -23,7 +23,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from repogym.errors import RepogymError
+from repogym.errors import RepogymError, UsageError
 from repogym.tasks.schema import Task
 
 from .common import is_git_source, run_git
@@ -34,7 +34,7 @@ PROGRESS = "progress.jsonl"
 VOLATILE = ("max_candidates", "workers", "ray")
 
 
-class OutputError(RepogymError, ValueError):
+class OutputError(UsageError):
     """The output folder cannot take this run (a bad ``--out``: exit status 2)."""
 
 

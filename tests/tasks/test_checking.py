@@ -1,0 +1,161 @@
+"""The selective checker against full runs, in Docker: the same lists and the same rejections
+for every candidate, with fewer and smaller test runs in reused containers."""
+
+from __future__ import annotations
+
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from repogym.tasks.checking import Checker, CheckOptions
+from repogym.tasks.schema import Environment, Task
+from repogym.tasks.sources.common import SourceOptions, WorkRepo
+from repogym.tasks.sources.replication import ReplicationOptions, ReplicationSource
+from repogym.tasks.sources.synthetic import SyntheticOptions, SyntheticSource
+from repogym.tasks.validate import derive_lists
+
+pytestmark = [pytest.mark.docker, pytest.mark.slow]
+
+GEOMETRY = textwrap.dedent('''\
+    """Shapes."""
+
+
+    def area(w, h):
+        """Area of a w x h rectangle; negative sides are errors."""
+        if w < 0 or h < 0:
+            raise ValueError("negative side")
+        return w * h
+
+
+    def perimeter(w, h):
+        return 2 * (w + h)
+    ''')
+TEXT = textwrap.dedent('''\
+    """Words."""
+
+
+    def shout(text):
+        if not text:
+            return ""
+        return text.upper() + "!"
+
+
+    def initials(name):
+        parts = name.split()
+        return "".join(p[0].upper() for p in parts)
+    ''')
+TESTS = {
+    "tests/test_geometry.py": textwrap.dedent('''\
+        import pytest
+
+        from shapes.geometry import area, perimeter
+
+
+        def test_area():
+            assert area(2, 3) == 6
+
+
+        def test_area_negative():
+            with pytest.raises(ValueError):
+                area(-1, 2)
+
+
+        def test_perimeter():
+            assert perimeter(2, 3) == 10
+        '''),
+    "tests/test_text.py": textwrap.dedent('''\
+        from shapes.text import initials, shout
+
+
+        def test_shout():
+            assert shout("hi") == "HI!"
+
+
+        def test_shout_empty():
+            assert shout("") == ""
+
+
+        def test_initials():
+            assert initials("ada lovelace") == "AL"
+
+
+        def test_initials_one():
+            assert initials("plato") == "P"
+        '''),
+}
+
+
+def _project(root: Path, package: str) -> Path:
+    """The shapes project with its package at ``package`` (``shapes`` or ``src/shapes``)."""
+    (root / package).mkdir(parents=True)
+    (root / package / "__init__.py").write_text("")
+    (root / package / "geometry.py").write_text(GEOMETRY)
+    (root / package / "text.py").write_text(TEXT)
+    for path, text in TESTS.items():
+        (root / path).parent.mkdir(parents=True, exist_ok=True)
+        (root / path).write_text(text)
+    where = '\n[tool.setuptools]\npackage-dir = {"" = "src"}\n' if package.startswith("src") \
+        else ""
+    (root / "pyproject.toml").write_text(
+        '[build-system]\nrequires = ["setuptools"]\nbuild-backend = "setuptools.build_meta"\n'
+        f'[project]\nname = "shapes"\nversion = "0.1"\n{where}')
+    return root
+
+
+@pytest.fixture(scope="module")
+def work(tmp_path_factory: pytest.TempPathFactory) -> WorkRepo:
+    root = _project(tmp_path_factory.mktemp("shapes") / "shapes", "shapes")
+    return WorkRepo.create(root, tmp_path_factory.mktemp("work") / "shapes")
+
+
+ENV = Environment(setup=("python -m pip install --no-build-isolation --no-deps -e .",))
+
+
+def candidates(work: WorkRepo) -> list[Task]:
+    synthetic = SyntheticSource(work, SyntheticOptions(work.path), SourceOptions(seed=2), ENV,
+                                derive=lambda t: (t, ""), log=lambda _m: None)
+    replication = ReplicationSource(work, ReplicationOptions(work.path, min_lines=1),
+                                    SourceOptions(), ENV, derive=lambda t: (t, ""),
+                                    log=lambda _m: None)
+    made = [t for t in synthetic.candidates() if isinstance(t, Task)][:2]
+    return made + [t for t in replication.candidates() if isinstance(t, Task)][:1]
+
+
+def test_selective_checks_give_the_lists_of_full_runs(work: WorkRepo) -> None:
+    tasks = candidates(work)
+    with Checker(CheckOptions(runs=1, workers=1)) as checker:
+        selective = [checker.derive(t) for t in tasks]
+        summary = checker.summary()
+    full = [derive_lists(t, runs=1) for t in tasks]
+    for task, (a, why_a), (b, why_b) in zip(tasks, selective, full, strict=True):
+        assert (a is None) == (b is None), (task.instance_id, why_a, why_b)
+        if a is None or b is None:
+            assert why_a == why_b
+            continue
+        assert (a.FAIL_TO_PASS, a.PASS_TO_PASS) == (b.FAIL_TO_PASS, b.PASS_TO_PASS)
+        assert a.extra["checked"]["image"] == checker.baseline(
+            task.with_(base_commit=work.head, patch="")).image  # the snapshot's image
+        observed = a.extra["observed"]["tests"]
+        assert set(observed) == set(a.FAIL_TO_PASS)
+    assert any(t for t, _ in selective)
+    counts = summary["counts"]
+    # one mapped run for the image; candidates ran only what their change reached
+    assert counts["traced runs"] == 1 and counts.get("selected runs", 0) >= 1
+    assert counts.get("candidates checked with full runs in their own image", 0) == 0
+    assert summary["containers"]["reused"] >= 3
+
+
+def test_an_installed_copy_sends_candidates_to_their_own_images(tmp_path: Path) -> None:
+    """A package under src/ installed as a copy: the tests import site-packages, not
+    /testbed, so a change applied to /testbed would go unseen. The checker notices and checks
+    such candidates the old way."""
+    root = _project(tmp_path / "shapes", "src/shapes")
+    work = WorkRepo.create(root, tmp_path / "work")
+    copy = Environment(setup=("python -m pip install --no-build-isolation --no-deps .",))
+    task = next(t for t in candidates(work) if t.kind == "synthetic").with_(environment=copy)
+    with Checker(CheckOptions(runs=1)) as checker:
+        checker.derive(task)
+        base = checker.baseline(task.with_(base_commit=work.head, patch=""))
+        assert not base.shared and "not /testbed" in base.note
+        assert checker.stats["candidates checked with full runs in their own image"] == 1
