@@ -34,6 +34,7 @@ import threading
 import time
 from collections import Counter
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -213,20 +214,27 @@ class Checker:
         except RepogymError as exc:
             return Baseline("", problem=error_reason(exc))
         base = Baseline(image)
+        pytest = image_task.environment.log_parser in PYTEST_PARSERS
+        # the gold side's runs and the mapping run at once when there are workers for them
+        jobs: list[Callable[[], Any]] = [lambda: self.grade(image_task, "", image)
+                                         for _ in range(self.options.runs)]
+        if pytest:
+            jobs.append(lambda: self.trace(image_task, image))
+        with ThreadPoolExecutor(max_workers=min(self.options.workers, len(jobs))) as pool:
+            futures = [pool.submit(job) for job in jobs]
         try:
-            self.grader.warm(image)
-            base.runs = [self.grade(image_task, "", image) for _ in range(self.options.runs)]
+            base.runs = [f.result() for f in futures[: self.options.runs]]
         except RepogymError as exc:
             base.problem = error_reason(exc)
             return base
         base.problem = run_problem(base.runs, base.runs)
         if base.problem:
             return base
-        if image_task.environment.log_parser not in PYTEST_PARSERS:
+        if not pytest:
             base.note = "the tests do not run under pytest: no map"
             return base
         try:
-            base.coverage = self.trace(image_task, image)
+            base.coverage = futures[-1].result()
         except RepogymError as exc:
             base.note = f"no map: {str(exc).splitlines()[0][:200]}"
             return base
