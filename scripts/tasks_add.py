@@ -175,6 +175,7 @@ class Setting:
     llm: LLMConfig | None
     work: Path
     derive: Deriver | None = None  # None: the source's own (see ``default_deriver``)
+    checker: Checker | None = None  # this machine's (recorders use its images), if any
 
 
 def _overrides(args: argparse.Namespace) -> EnvOverrides:
@@ -192,9 +193,12 @@ def _local_repo(args: argparse.Namespace, work: Path) -> tuple[WorkRepo, Environ
 
 
 def _record(s: Setting) -> Any:
-    """Differential cases for replication tasks (what a source records by default)."""
+    """Differential cases for replication tasks (what a source records by default), in the
+    snapshot's image when the checker checked the task there."""
     from repogym.tasks.sources.trace import recorder
 
+    if s.checker is not None:
+        return s.checker.case_recorder()
     return recorder() if s.derive is not None else None
 
 
@@ -267,12 +271,13 @@ def run_tasks_add(args: argparse.Namespace) -> int:
     if not getattr(args, "no_validate", False) and not docker_available():
         raise DockerUnavailable("`tasks add` runs every candidate's tests in containers")
     with tempfile.TemporaryDirectory(prefix="repogym-add-") as tmp, _checker(args, check) as (
-            derive, summary):
-        built = SOURCES[args.add_source](Setting(args, common, llm, Path(tmp), derive))
+            derive, summary, checker):
+        built = SOURCES[args.add_source](Setting(args, common, llm, Path(tmp), derive, checker))
         source, options, repo = built
         shared = getattr(source, "shares_sources", False)
         if not args.no_gold_cases and not getattr(args, "no_validate", False):
-            source = WithGoldCases(source)  # differential cases traced from the gold code
+            # differential cases traced from the gold code
+            source = WithGoldCases(source, checker.gold_recorder() if checker else None)
         certifying = not args.no_certify and not getattr(args, "no_validate", False)
         config = {"source": args.add_source, "options": options, "common": asdict(common),
                   "check": {**asdict(check), "ray": args.ray},
@@ -296,21 +301,24 @@ def run_tasks_add(args: argparse.Namespace) -> int:
     return _report(args, result, written)
 
 
+Checking: TypeAlias = tuple[Deriver | None, Callable[[], dict[str, Any]], Checker | None]
+
+
 @contextlib.contextmanager
-def _checker(args: argparse.Namespace, check: CheckOptions
-             ) -> Iterator[tuple[Deriver | None, Callable[[], dict[str, Any]]]]:
-    """The deriver the sources use, on this machine or a Ray cluster, and its summary."""
+def _checker(args: argparse.Namespace, check: CheckOptions) -> Iterator[Checking]:
+    """The deriver the sources use, on this machine or a Ray cluster, its summary, and the
+    local checker (None on Ray)."""
     if args.add_source not in CHECKED:
-        yield None, dict
+        yield None, dict, None
         return
     if args.ray:
         from repogym.tasks.ray_checking import RayChecker
 
         with RayChecker(args.ray, check) as remote:
-            yield remote.derive, remote.summary
+            yield remote.derive, remote.summary, None
         return
     with Checker(check, log=log_stderr) as checker:
-        yield checker.derive, checker.summary
+        yield checker.derive, checker.summary, checker
 
 
 def _rebind(kept: list[Task], built: Built) -> list[Task]:

@@ -28,19 +28,19 @@ written from: what its failing tests observe on the broken code (``extra["observ
 
 from __future__ import annotations
 
+import contextlib
 import json
 import shlex
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from repogym.envs.grading.grader import (
-    PYTEST_PARSERS,
     TEST_ENV,
     Grader,
     GraderConfig,
@@ -48,19 +48,28 @@ from repogym.envs.grading.grader import (
     test_files,
 )
 from repogym.envs.grading.recycle import reset_grader
+from repogym.envs.grading.testcmd import runs_pytest
+from repogym.envs.sandbox.docker import DockerSandbox
 from repogym.envs.sandbox.pool import SandboxPool
 from repogym.errors import RepogymError, TaskError
-from repogym.tasks.coverage import Change, CoverageMap, changed_functions, combine
+from repogym.tasks.coverage import CoverageMap
 from repogym.tasks.images import ensure_image
 from repogym.tasks.schema import Task
+from repogym.tasks.selective import (
+    Candidate,
+    change,
+    diff,
+    image_task,
+    imports_from_testbed,
+    library,
+    shareable,
+)
 from repogym.tasks.sources.common import run_git
-from repogym.tasks.sources.pyast import library_files, module_name
+from repogym.tasks.sources.leak import leak_guard
+from repogym.tasks.sources.pyast import module_name
 from repogym.tasks.validate import (
-    NO_F2P,
     derive_lists,
     error_reason,
-    flaky_tests,
-    measured_lists,
     run_problem,
 )
 
@@ -106,6 +115,7 @@ class Baseline:
 class _Slot:
     lock: threading.Lock = field(default_factory=threading.Lock)
     value: Baseline | None = None
+    files: dict[str, bytes] | None = None  # the image's Python files (the leak check's)
 
 
 class Checker:
@@ -119,6 +129,8 @@ class Checker:
         self.pool = SandboxPool(size=2 * w, grader_size=w, reset={"grader": reset_grader})
         self.grader = Grader(GraderConfig(cleanup_async=False), pool=self.pool)
         self._slots: dict[tuple[str, ...], _Slot] = {}
+        self._files: dict[str, _Slot] = {}
+        self._guard = leak_guard()  # candidates checked in their own images
         self._lock = threading.Lock()
         self.stats: Counter[str] = Counter()
         self.seconds: dict[str, float] = {}
@@ -143,7 +155,7 @@ class Checker:
     def derive(self, task: Task) -> tuple[Task | None, str]:
         """The task with its lists measured (and ``extra["observed"]``), or why not."""
         try:
-            if self.options.selective and _shareable(task):
+            if self.options.selective and shareable(task):
                 done, reason, where = self._shared(task)
             else:
                 done, reason = self._full(task)
@@ -158,7 +170,11 @@ class Checker:
         return self._observe(done, *where), reason
 
     def _full(self, task: Task) -> tuple[Task | None, str]:
-        """The old way: every run of the whole suite, in the candidate's own image."""
+        """The old way: the leak check, then every run of the whole suite, in the candidate's
+        own image."""
+        leak = self.leak(task, None)
+        if leak is not None:
+            return None, leak
         self.count("candidates checked with full runs in their own image")
         start = time.monotonic()
         try:
@@ -179,15 +195,17 @@ class Checker:
     def _shared(self, task: Task) -> tuple[Task | None, str, tuple[str, list[str]] | None]:
         """(task or None, reason, where its broken side runs: image and patches)."""
         head = task.extra["original_commit"]
-        image_task = task.with_(base_commit=head, patch="", FAIL_TO_PASS=(), PASS_TO_PASS=())
-        base = self.baseline(image_task)
+        base = self.baseline(image_task(task))
         if base.problem:
             return None, base.problem, None
         if not base.shared:
             self.log(f"{task.instance_id}: checked in its own image ({base.note})")
             return (*self._full(task), None)
-        broken = _diff(task, head, task.base_commit)
-        done, reason = _Candidate(self, task, base, broken, _change(task, head)).check()
+        leak = self.leak(task, base.image)
+        if leak is not None:
+            return None, leak, None
+        broken = diff(task, head, task.base_commit)
+        done, reason = Candidate(self, task, base, broken, change(task, head)).check()
         return done, reason, (base.image, [broken])
 
     def baseline(self, image_task: Task) -> Baseline:
@@ -214,7 +232,7 @@ class Checker:
         except RepogymError as exc:
             return Baseline("", problem=error_reason(exc))
         base = Baseline(image)
-        pytest = image_task.environment.log_parser in PYTEST_PARSERS
+        pytest = runs_pytest(image_task.environment)
         # the gold side's runs and the mapping run at once when there are workers for them
         jobs: list[Callable[[], Any]] = [lambda: self.grade(image_task, "", image)
                                          for _ in range(self.options.runs)]
@@ -238,7 +256,7 @@ class Checker:
         except RepogymError as exc:
             base.note = f"no map: {str(exc).splitlines()[0][:200]}"
             return base
-        base.shared, base.note = _imports_from_testbed(image_task, base.coverage)
+        base.shared, base.note = imports_from_testbed(image_task, base.coverage)
         return base
 
     # ------------------------------------------------------------------------ runs
@@ -255,7 +273,7 @@ class Checker:
 
     def trace(self, image_task: Task, image: str) -> CoverageMap:
         """The coverage map of the image's whole suite (one traced run)."""
-        packages = sorted({module_name(p).split(".")[0] for p in _library(image_task)})
+        packages = sorted({module_name(p).split(".")[0] for p in library(image_task)})
         env = {"REPOGYM_COVERAGE_PACKAGES": ",".join(packages)}
         timeout = image_task.environment.timeout * self.options.trace_factor
         start = time.monotonic()
@@ -270,18 +288,12 @@ class Checker:
                    env: dict[str, str], timeout: float) -> str:
         """Runs the task's tests under the coverage plugin in a warm container of ``image``
         (``patches`` applied first); returns what the plugin wrote."""
-        box = self.pool.acquire(image, role="grader", **self.grader.container_config())
-        try:
-            files = {"repogym-grade/cov/repogym_coverage.py": PLUGIN.read_bytes()}
-            files.update({f"repogym-grade/cov/{i}.patch": p.encode("utf-8", "surrogateescape")
-                          for i, p in enumerate(patches)})
-            box.put_files(files, "/opt")
-            apply = "".join(f"git apply --binary --whitespace=nowarn {G}/cov/{i}.patch "
-                            f"|| exit 3\n" for i in range(len(patches)))
-            setup = box.exec(["bash", "-c", f"set -e\ncd /testbed\n{apply}mkdir -p {G}/out\n"
-                              f"chown 1000:1000 {G}/out"], user="root", timeout=120)
-            if setup.exit_code != 0:
-                raise TaskError(f"could not prepare a traced run: {setup.output[-300:]}")
+        with self.container(image, patches) as box:
+            box.put_files({"repogym-grade/cov/repogym_coverage.py": PLUGIN.read_bytes()}, "/opt")
+            prepare = box.exec(["bash", "-c", f"mkdir -p {G}/out && chown 1000:1000 {G}/out"],
+                               user="root", timeout=60)
+            if prepare.exit_code != 0:
+                raise TaskError(f"could not prepare a traced run: {prepare.output[-300:]}")
             out = f"{G}/out/coverage.json"
             opts = ["-p", "no:cacheprovider", "-o", "addopts=", "--rootdir=/testbed",
                     "-p", "repogym_coverage"]
@@ -296,9 +308,103 @@ class Checker:
             if result.exit_code != 0 or result.truncated:
                 raise TaskError(f"the traced run wrote no map (exit {run.exit_code}): "
                                 f"{run.output[-300:]}")
-            return result.output
+            return str(result.output)
+
+    @contextlib.contextmanager
+    def container(self, image: str, patches: list[str]) -> Iterator[DockerSandbox]:
+        """A warm container of ``image`` with ``patches`` applied to /testbed (the files they
+        touch stay the tests' user's, as in an image), reset once the block ends."""
+        box = self.pool.acquire(image, role="grader", **self.grader.container_config())
+        try:
+            if patches:
+                box.put_files({f"repogym-grade/in/{i}.patch": p.encode("utf-8", "surrogateescape")
+                               for i, p in enumerate(patches)}, "/opt")
+                apply = "".join(
+                    f"git apply --binary --whitespace=nowarn {G}/in/{i}.patch || exit 3\n"
+                    f"git apply --numstat -z {G}/in/{i}.patch | tr '\\0' '\\n' | cut -f3 "
+                    f"| grep -v '^$' | xargs -r -d '\\n' chown 1000:1000 --\n"
+                    for i in range(len(patches)))
+                done = box.exec(["bash", "-c", f"set -e -o pipefail\ncd /testbed\n{apply}"],
+                                user="root", timeout=120)
+                if done.exit_code != 0:
+                    raise TaskError(f"the candidate's change does not apply to its snapshot's "
+                                    f"image: {done.output[-300:]}")
+            yield box
         finally:
             self.pool.release(box)
+
+    # ------------------------------------------------------------------------ around the check
+
+    def leak(self, task: Task, image: str | None) -> str | None:
+        """Why the candidate's image already holds its gold code (``repogym.tasks.sources
+        .leak``), or None. ``image``: the snapshot's image, whose files are listed once; the
+        candidate's own image differs from it only in the files its change touches."""
+        from repogym.tasks.sources import leak
+
+        if image is None:
+            return self._guard(task)
+        config = leak.LeakConfig()
+        paths = leak.patched_files(task.patch)
+        if not paths:
+            return None
+        files = dict(self._image_files(image, config))
+        before = {p: run_git(Path(task.source or "."), "show", f"{task.base_commit}:{p}")
+                  for p in paths}
+        files.update({f"{leak.WORKDIR}/{p}": text.encode() for p, text in before.items()})
+        copies = leak.find_copies(leak.gold_functions(task.patch, before, config), files, config)
+        return leak.leak_reason(copies) if copies else None
+
+    def _image_files(self, image: str, config: Any) -> dict[str, bytes]:
+        from repogym.tasks.sources.leak import image_files
+
+        with self._lock:
+            slot = self._files.setdefault(image, _Slot())
+        with slot.lock:
+            if slot.files is None:
+                with self.container(image, []) as box:
+                    slot.files = image_files(box, config)
+            return slot.files
+
+    def case_recorder(self) -> Callable[[Task], tuple[Task | None, str]]:
+        """Differential cases of a replication task (``trace.record_cases``), recorded in the
+        snapshot's image when the task was checked there."""
+        from repogym.tasks.sources.trace import record_cases
+
+        def record(task: Task) -> tuple[Task | None, str]:
+            try:
+                with self.base_container(task) as box:
+                    return record_cases(task, box=box)
+            except RepogymError as exc:
+                return task, f"no cases recorded: {str(exc).splitlines()[0][:200]}"
+
+        return record
+
+    def gold_recorder(self) -> Callable[[Task], tuple[Task, str]]:
+        """Gold cases (``enrich.record_gold_cases``), recorded in the snapshot's image when
+        the task was checked there."""
+        from repogym.tasks.sources.enrich import record_gold_cases
+
+        def record(task: Task) -> tuple[Task, str]:
+            try:
+                with self.base_container(task) as box:
+                    return record_gold_cases(task, box=box)
+            except RepogymError as exc:
+                return task, f"no gold cases: {str(exc).splitlines()[0][:200]}"
+
+        return record
+
+    @contextlib.contextmanager
+    def base_container(self, task: Task) -> Iterator[DockerSandbox | None]:
+        """A warm container of the snapshot's image holding the candidate's base code, or None
+        when the candidate was checked in its own image."""
+        base = self.baseline(image_task(task)) if self.options.selective and \
+            shareable(task) else None
+        if base is None or base.problem or not base.shared:
+            yield None
+            return
+        head = task.extra["original_commit"]
+        with self.container(base.image, [diff(task, head, task.base_commit)]) as box:
+            yield box
 
     # ------------------------------------------------------------------------ observations
 
@@ -306,7 +412,7 @@ class Checker:
         """What the failing tests observe on the broken code (``image`` with ``patches``):
         the functions they call and the failure they report. A statement is written from it,
         never from the tests' code."""
-        if task.environment.log_parser not in PYTEST_PARSERS or not task.FAIL_TO_PASS:
+        if not runs_pytest(task.environment) or not task.FAIL_TO_PASS:
             return task
         tests = list(task.FAIL_TO_PASS[:OBSERVED_TESTS])
         start = time.monotonic()
@@ -326,155 +432,3 @@ class Checker:
             "collection": {k.split(":", 1)[1]: v for k, v in failures.items()
                            if k.startswith("<collection>:")}}
         return task.with_(extra={**task.extra, "observed": observed})
-
-
-class _Candidate:
-    """One shared-image candidate's selective check (see the module docstring)."""
-
-    def __init__(self, checker: Checker, task: Task, base: Baseline, broken: str,
-                 change: Change) -> None:
-        self.c, self.task, self.base, self.broken, self.change = (
-            checker, task, base, broken, change)
-        self.image_task = task.with_(base_commit=task.extra["original_commit"], patch="",
-                                     FAIL_TO_PASS=(), PASS_TO_PASS=())
-
-    def check(self) -> tuple[Task | None, str]:
-        base, opts = self.base, self.c.options
-        assert base.coverage is not None
-        every = len(base.coverage.tests)
-        # a tenth of the tests a change does not reach, at most ``sample`` of them
-        size = min(opts.sample, max(2, every // 10))
-        affected, sample = base.coverage.selection(self.change, size, opts.seed)
-        if affected is not None and not affected:
-            self.c.count("rejected: no test reaches the change")
-            return None, NO_F2P
-        if affected is None or 2 * len(affected) >= every:
-            self.c.count("candidates run in full (change reaches everywhere)")
-            return self.full(f"{len(affected) if affected else 'every'} of {every} tests "
-                             f"reached{': ' + self.change.everywhere if affected is None else ''}")
-        selected = sorted(affected | set(sample))
-        runs = [self.run(selected) for _ in range(opts.runs)]
-        problem = run_problem(runs, base.runs) or self.not_applied(runs)
-        if problem:
-            return None, problem
-        if any(t not in r.statuses for r in runs for t in selected):
-            return self.full("a selected test was not collected alone")
-        after = base.runs[0].statuses
-        moved = [t for t in sample if runs[0].statuses.get(t) not in
-                 {r.statuses.get(t) for r in base.runs}]
-        if moved:
-            self.c.count("candidates run in full (the map missed a test)")
-            return self.full(f"sampled tests changed outcome: {moved[:3]}")
-        flaky = _flaky(base.runs) | _flaky(runs)
-        f2p, _ = measured_lists(runs[0].statuses, {t: after.get(t, "") for t in selected}, flaky)
-        if not f2p:
-            self.c.count("rejected after selected runs")
-            return None, NO_F2P
-        return self.confirm(runs, affected)
-
-    def run(self, tests: list[str] | None) -> GradingReport:
-        return self.c.grade(self.image_task, self.broken, self.base.image, tests)
-
-    def not_applied(self, runs: list[GradingReport]) -> str | None:
-        bad = next((r for r in runs if not r.patch_applied or r.stripped), None)
-        if bad is None:
-            return None
-        return (f"the candidate's change does not apply to its snapshot's image: "
-                f"{bad.log_tail[-200:]}")
-
-    def confirm(self, selected: list[GradingReport], affected: set[str]
-                ) -> tuple[Task | None, str]:
-        """One full run; the lists come from it (and the partial runs, for flakiness)."""
-        confirm = self.run(None)
-        problem = run_problem([confirm], self.base.runs) or self.not_applied([confirm])
-        if problem:
-            return None, problem
-        after = self.base.runs[0].statuses
-        flaky = _flaky(self.base.runs) | _flaky_partial(
-            [confirm.statuses, *(r.statuses for r in selected)])
-        f2p, p2p = measured_lists(confirm.statuses, after, flaky)
-        missed = sorted(t for t in after if t not in affected
-                        and confirm.statuses.get(t) != after.get(t))
-        self.c.count("candidates confirmed by a full run")
-        if missed:
-            self.c.count("confirm runs that found tests the map missed")
-            self.c.log(f"{self.task.instance_id}: the full run moved tests the map did not "
-                       f"select: {missed[:3]}")
-        if not f2p:
-            return None, NO_F2P
-        extra = {**self.task.extra, "checked": {
-            "image": self.base.image, "reached": len(affected), "missed": missed[:20]}}
-        return self.task.with_(FAIL_TO_PASS=tuple(f2p), PASS_TO_PASS=tuple(p2p),
-                               extra=extra), "ok"
-
-    def full(self, why: str) -> tuple[Task | None, str]:
-        """``runs`` full runs on the candidate's side, as ``derive_lists`` does."""
-        self.c.log(f"{self.task.instance_id}: full runs ({why})")
-        runs = [self.run(None) for _ in range(self.c.options.runs)]
-        problem = run_problem(runs, self.base.runs) or self.not_applied(runs)
-        if problem:
-            return None, problem
-        flaky = _flaky(self.base.runs) | _flaky(runs)
-        f2p, p2p = measured_lists(runs[0].statuses, self.base.runs[0].statuses, flaky)
-        if not f2p:
-            return None, NO_F2P
-        extra = {**self.task.extra, "checked": {"image": self.base.image, "full": why}}
-        return self.task.with_(FAIL_TO_PASS=tuple(f2p), PASS_TO_PASS=tuple(p2p),
-                               extra=extra), "ok"
-
-
-# ---------------------------------------------------------------------------- helpers
-
-
-def _shareable(task: Task) -> bool:
-    """A candidate that is its snapshot plus a change to library files only."""
-    return (task.kind in ("replication", "synthetic") and not task.test_patch.strip()
-            and bool(task.extra.get("original_commit")) and bool(task.source))
-
-
-def _flaky(runs: list[GradingReport]) -> set[str]:
-    return flaky_tests([r.statuses for r in runs])
-
-
-def _flaky_partial(runs: list[dict[str, str]]) -> set[str]:
-    """Tests whose outcome differs between the runs that ran them."""
-    seen: dict[str, set[str]] = {}
-    for run in runs:
-        for test, status in run.items():
-            seen.setdefault(test, set()).add(status)
-    return {t for t, statuses in seen.items() if len(statuses) > 1}
-
-
-def _diff(task: Task, old: str, new: str) -> str:
-    return run_git(Path(task.source or "."), "diff", "--no-color", "--no-ext-diff", "--binary",
-                   "--no-renames", old, new)
-
-
-def _change(task: Task, head: str) -> Change:
-    """The functions of the snapshot (``head``) that the candidate's change touches."""
-    repo = Path(task.source or ".")
-    paths = run_git(repo, "diff", "--name-only", "--no-renames", "-z", head, task.base_commit)
-    changes = []
-    for path in sorted(p for p in paths.split("\0") if p):
-        mapped = run_git(repo, "show", f"{head}:{path}", check=False)
-        other = run_git(repo, "show", f"{task.base_commit}:{path}", check=False)
-        changes.append(changed_functions(path, mapped, other))
-    return combine(changes)
-
-
-def _library(task: Task) -> list[str]:
-    out = run_git(Path(task.source or "."), "ls-tree", "-r", "-z", "--name-only",
-                  task.base_commit)
-    return library_files(p for p in out.split("\0") if p)
-
-
-def _imports_from_testbed(task: Task, coverage: CoverageMap) -> tuple[bool, str]:
-    """Whether the tests run the repository's own library files (so a change applied to
-    ``/testbed`` is what they run), and if not, why."""
-    elsewhere = {name: path for name, path in coverage.modules.items()
-                 if path and not path.startswith("/testbed/")}
-    if elsewhere:
-        return False, f"the tests import {sorted(elsewhere.items())[:2]}, not /testbed"
-    if not coverage.reached_files() & set(_library(task)):
-        return False, "no test runs a library file of /testbed"
-    return True, ""

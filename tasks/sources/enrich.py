@@ -103,9 +103,12 @@ def why_not(task: Task) -> str | None:
     return None
 
 
-def record_gold_cases(task: Task, config: EnrichConfig | None = None) -> tuple[Task, str]:
+def record_gold_cases(task: Task, config: EnrichConfig | None = None, box: Any = None
+                      ) -> tuple[Task, str]:
     """The task with ``extra["gold_cases"]`` recorded in Docker (see the module docstring),
-    or the task unchanged (without stale cases) and why none could be recorded."""
+    or the task unchanged (without stale cases) and why none could be recorded. ``box``: a
+    container that holds the task's base code already (task creation's, of the snapshot's
+    image)."""
     from repogym.envs.grading.grader import Grader
     from repogym.envs.sandbox.base import SandboxConfig
     from repogym.envs.sandbox.docker import DockerSandbox
@@ -115,10 +118,12 @@ def record_gold_cases(task: Task, config: EnrichConfig | None = None) -> tuple[T
     bare = task.with_(extra={k: v for k, v in task.extra.items() if k != GOLD_CASES})
     if reason:
         return bare, reason
+    if box is not None:
+        return _GoldRecording(box, bare, config or EnrichConfig()).run()
     image = ensure_image(task, progress=lambda _m: None)
     box_config = SandboxConfig(image=image.tag, role="tracer", **Grader().container_config())
-    with DockerSandbox(box_config) as box:
-        return _GoldRecording(box, bare, config or EnrichConfig()).run()
+    with DockerSandbox(box_config) as new:
+        return _GoldRecording(new, bare, config or EnrichConfig()).run()
 
 
 def gold_recorder(config: EnrichConfig | None = None) -> Callable[[Task], tuple[Task, str]]:

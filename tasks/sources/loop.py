@@ -14,7 +14,6 @@ checking those candidates again. Candidates a suite already holds are skipped wi
 from __future__ import annotations
 
 import queue
-import re
 import threading
 import time
 from collections import Counter
@@ -25,16 +24,11 @@ from typing import Any, Protocol
 from repogym.errors import TaskError
 from repogym.tasks.schema import Task
 
-from .common import Log, Rejected, TaskSource, log_stderr
+from . import heartbeat
+from .common import Log, Rejected, TaskSource, log_stderr, reason_kind
 
 # Consecutive infrastructure failures after which a run stops: the rest would fail alike.
 MAX_INFRA_FAILURES = 3
-
-
-def short_reason(reason: str) -> str:
-    """The histogram key of a rejection: its text up to the first colon, without numbers."""
-    head = reason.split(":", 1)[0].strip().lower()
-    return re.sub(r"\d+", "N", head)[:80] or "unknown"
 
 
 @dataclass
@@ -54,7 +48,7 @@ class Collected:
 
     @property
     def reasons(self) -> Counter[str]:
-        return Counter(short_reason(o["reason"]) for o in self.outcomes if not o["kept"])
+        return Counter(reason_kind(o["reason"]) for o in self.outcomes if not o["kept"])
 
     def summary(self) -> str:
         rejected = self.tried - len(self.kept)
@@ -118,9 +112,15 @@ def collect(source: TaskSource, max_candidates: int | None = None, log: Log = lo
     return result
 
 
-def check_one(source: TaskSource, task: Task) -> tuple[Task | None, str]:
+def check_one(source: TaskSource, task: Task, log: Log = log_stderr, label: str = ""
+              ) -> tuple[Task | None, str]:
+    """One candidate's check; a long one says every so often what it is doing."""
+    # a candidate checked in its snapshot's image (see repogym.tasks.checking) waits for that
+    shown = task.with_(base_commit=task.extra["original_commit"]) \
+        if task.extra.get("original_commit") else task
     try:
-        return source.check(task)
+        with heartbeat.heartbeat(log, label or task.instance_id, shown):
+            return source.check(task)
     except TaskError as err:
         return None, str(err)
 
@@ -128,6 +128,8 @@ def check_one(source: TaskSource, task: Task) -> tuple[Task | None, str]:
 def _outcome(task: Task | Rejected, done: Task | None, reason: str) -> dict[str, Any]:
     outcome: dict[str, Any] = {"instance_id": task.instance_id, "kind": task.kind,
                                "kept": done is not None, "reason": reason}
+    if done is None:
+        outcome["reason_kind"] = reason_kind(reason)
     if done is not None:
         outcome.update(FAIL_TO_PASS=len(done.FAIL_TO_PASS), PASS_TO_PASS=len(done.PASS_TO_PASS))
     return outcome
@@ -150,7 +152,13 @@ class _Run:
         self.threads: list[threading.Thread] = []
         self.stop = False
 
+    def label(self, index: int, task: Task) -> str:
+        return f"[{index + 1}/{self.max or '?'}] {self.source.name} {task.instance_id}"
+
     def loop(self) -> None:
+        at_once = "one at a time" if self.workers == 1 else f"{self.workers} at a time"
+        self.log(f"{self.source.name}: checking candidates {at_once} (a long one reports every "
+                 f"{heartbeat.EVERY:.0f} s)")
         for task in self.source.candidates():
             if self.stop or (self.max is not None and self.handed >= self.max):
                 break
@@ -167,7 +175,8 @@ class _Run:
             elif isinstance(task, Rejected):
                 self.finish(index, task, None, task.reason)
             elif self.workers == 1:
-                self.finish(index, task, *check_one(self.source, task))
+                self.finish(index, task, *check_one(self.source, task, self.log,
+                                                    self.label(index, task)))
             else:
                 self.submit(index, task)
         while self.inflight:
@@ -193,7 +202,8 @@ class _Run:
                 return
             index, task = item
             try:
-                answer: tuple[Task | None, str] | BaseException = check_one(self.source, task)
+                answer: tuple[Task | None, str] | BaseException = check_one(
+                    self.source, task, self.log, self.label(index, task))
             except BaseException as exc:  # noqa: BLE001 - handed to the main thread
                 answer = exc
             self.done.put((index, task, answer))

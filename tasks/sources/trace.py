@@ -223,10 +223,12 @@ def _target(module: str, qualname: str, occurrence: int,
 # ---------------------------------------------------------------------------- the recording
 
 
-def record_cases(task: Task, config: TraceConfig | None = None) -> tuple[Task | None, str]:
+def record_cases(task: Task, config: TraceConfig | None = None, box: Any = None
+                 ) -> tuple[Task | None, str]:
     """The task with ``reference["cases"]`` recorded in Docker (see the module docstring),
     or the task unchanged and why no case could be recorded. (A task whose image holds the
-    removed code elsewhere never gets here: see :mod:`.leak`.)"""
+    removed code elsewhere never gets here: see :mod:`.leak`.) ``box``: a container that
+    holds the task's base code already (task creation's, of the snapshot's image)."""
     from repogym.envs.grading.grader import Grader
     from repogym.envs.grading.testcmd import runs_pytest
     from repogym.envs.sandbox.base import SandboxConfig
@@ -238,10 +240,12 @@ def record_cases(task: Task, config: TraceConfig | None = None) -> tuple[Task | 
         return task, "not a replication task with a reference"
     if not runs_pytest(task.environment):
         return task, "calls are traced only under pytest"
+    if box is not None:
+        return _Recording(box, task, config or TraceConfig()).run()
     image = ensure_image(task, progress=lambda _m: None)
     box_config = SandboxConfig(image=image.tag, role="tracer", **Grader().container_config())
-    with DockerSandbox(box_config) as box:
-        return _Recording(box, task, config or TraceConfig()).run()
+    with DockerSandbox(box_config) as new:
+        return _Recording(new, task, config or TraceConfig()).run()
 
 
 def recorder(config: TraceConfig | None = None

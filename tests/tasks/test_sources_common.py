@@ -23,7 +23,7 @@ from repogym.tasks.sources.common import (
     repo_name,
     split_paths,
 )
-from repogym.tasks.sources.loop import collect, short_reason
+from repogym.tasks.sources.loop import collect
 
 
 @pytest.mark.parametrize("path", [

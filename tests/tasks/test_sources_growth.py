@@ -219,7 +219,7 @@ def fake_checks(monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
 
     @contextlib.contextmanager
     def checker(args: Any, check: Any) -> Iterator[Any]:
-        yield derive, dict
+        yield derive, dict, None
 
     monkeypatch.setattr(tasks_add, "_checker", checker)
     monkeypatch.setattr(tasks_add, "docker_available", lambda: True)
@@ -232,7 +232,8 @@ def test_an_interrupted_run_resumes_and_a_second_run_adds_only_what_is_new(
 
     repo = _history(tmp_path / "proj", 5)
     out = tmp_path / "suite"
-    command = ["tasks", "add", "git", str(repo), "--out", str(out), "--max", "4"]
+    command = ["tasks", "add", "git", str(repo), "--out", str(out), "--max", "4",
+               "--no-gold-cases"]
     fake_checks["interrupt_at"] = 2
     assert main(command) == 130
     assert len(load_suite(out)) == 2 and (out / PROGRESS).exists()
@@ -264,8 +265,9 @@ def test_a_progress_file_of_another_run_is_refused(
     repo = _history(tmp_path / "proj", 3)
     out = tmp_path / "suite"
     fake_checks["interrupt_at"] = 1
-    assert main(["tasks", "add", "git", str(repo), "--out", str(out)]) == 130
+    command = ["tasks", "add", "git", str(repo), "--out", str(out), "--no-gold-cases"]
+    assert main(command) == 130
     fake_checks["interrupt_at"] = None
-    assert main(["tasks", "add", "git", str(repo), "--out", str(out), "--seed", "7"]) == 2
+    assert main([*command, "--seed", "7"]) == 2
     err = capsys.readouterr().err
     assert "another configuration" in err and err.count("repogym: error:") == 1
