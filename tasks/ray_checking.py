@@ -38,19 +38,18 @@ class _Actor:
         self.folder = Path(tempfile.mkdtemp(prefix="repogym-ray-repos-"))
         self.repos: dict[str, Path] = {}
 
-    def derive(self, task: Task, key: str, whole: Any, extra: bytes | None
+    def derive(self, task: Task, key: str, whole: bytes, extra: bytes | None
                ) -> tuple[Task | None, str]:
+        """``whole`` arrives as bytes: Ray hands an object-store reference over as its value."""
         path = self._repository(key, whole, extra)
         return self.checker.derive(task.with_(source=str(path)))
 
-    def _repository(self, key: str, whole: Any, extra: bytes | None) -> Path:
-        import ray
-
+    def _repository(self, key: str, whole: bytes, extra: bytes | None) -> Path:
         path = self.repos.get(key)
         if path is None:
             path = self.folder / f"{len(self.repos)}.git"
             bundle = self.folder / "whole.bundle"
-            bundle.write_bytes(ray.get(whole) if isinstance(whole, ray.ObjectRef) else whole)
+            bundle.write_bytes(whole)
             subprocess.run(["git", "clone", "--quiet", "--mirror", str(bundle), str(path)],
                            check=True, capture_output=True)
             bundle.unlink()
@@ -90,8 +89,8 @@ class RayChecker:
         for actor in self.actors:
             self.idle.put(actor)
         self._lock = threading.Lock()
-        # repository -> (its whole bundle, the commits in it, the tips of its refs)
-        self._whole: dict[str, tuple[Any, set[str], list[str]]] = {}
+        self.shipper = Shipper()
+        self._whole: dict[str, Any] = {}  # repository -> its bundle in the object store
         self._shipped: dict[tuple[int, str], set[str]] = {}  # (actor, repository) -> commits
 
     def __enter__(self) -> RayChecker:
@@ -117,20 +116,12 @@ class RayChecker:
         object-store copy, sent once) and a bundle of what it lacks, if anything."""
         with self._lock:
             if source not in self._whole:
-                repo = Path(source)
-                self._whole[source] = (self.ray.put(_bundle(repo, ["--all"])),
-                                       _reachable(repo), _heads(repo))
-            whole, known, tips = self._whole[source]
+                self._whole[source] = self.ray.put(self.shipper.whole(Path(source)))
+            whole = self._whole[source]
             shipped = self._shipped.setdefault((actor, source), set())
-        if commit in known or commit in shipped:
-            return whole, None
-        repo = Path(source)
-        ref = f"{SHIP_REF}/{commit}"
-        run_git(repo, "update-ref", ref, commit)
-        try:
-            extra = _bundle(repo, [ref, *(f"^{tip}" for tip in tips)])
-        finally:
-            run_git(repo, "update-ref", "-d", ref)
+            if commit in shipped:
+                return whole, None
+        extra = self.shipper.extra(Path(source), commit)
         with self._lock:
             shipped.add(commit)
         return whole, extra
@@ -153,6 +144,31 @@ class RayChecker:
                 self.ray.kill(actor)
             if self.started:
                 self.ray.shutdown()
+
+
+class Shipper:
+    """The driver's side of moving repositories: a whole bundle per repository, taken once,
+    then for a commit made after it a bundle of that commit alone (what the whole lacks)."""
+
+    def __init__(self) -> None:
+        self.taken: dict[Path, tuple[set[str], list[str]]] = {}  # commits, tips of its refs
+
+    def whole(self, repo: Path) -> bytes:
+        data = _bundle(repo, ["--all"])
+        self.taken[repo] = (_reachable(repo), _heads(repo))
+        return data
+
+    def extra(self, repo: Path, commit: str) -> bytes | None:
+        """None when the whole bundle holds ``commit``."""
+        known, tips = self.taken[repo]
+        if commit in known:
+            return None
+        ref = f"{SHIP_REF}/{commit}"
+        run_git(repo, "update-ref", ref, commit)
+        try:
+            return _bundle(repo, [ref, *(f"^{tip}" for tip in tips)])
+        finally:
+            run_git(repo, "update-ref", "-d", ref)
 
 
 def _bundle(repo: Path, revs: list[str]) -> bytes:

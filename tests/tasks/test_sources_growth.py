@@ -271,3 +271,31 @@ def test_a_progress_file_of_another_run_is_refused(
     assert main([*command, "--seed", "7"]) == 2
     err = capsys.readouterr().err
     assert "another configuration" in err and err.count("repogym: error:") == 1
+
+
+# ---------------------------------------------------------------------------- Ray's copies
+
+
+def test_a_ray_worker_gets_the_repository_once_and_each_later_commit_alone(
+        tmp_path: Path) -> None:
+    from repogym.tasks.ray_checking import Shipper, _Actor
+    from repogym.tasks.sources.common import WorkRepo
+
+    shas = _repo(tmp_path / "src", 2)
+    work = WorkRepo.create(tmp_path / "src", tmp_path / "work")
+    shipper = Shipper()
+    whole = shipper.whole(work.path)
+    assert shipper.extra(work.path, shas[0]) is None  # in the whole bundle already
+    later = work.commit_files({"a.py": "X = 99\n"}, "a candidate", "synthetic/abc")
+    extra = shipper.extra(work.path, later)
+    assert extra is not None and len(extra) < len(whole)
+    actor = _Actor.__new__(_Actor)  # its checker is not needed to receive repositories
+    actor.folder, actor.repos = tmp_path / "actor", {}
+    actor.folder.mkdir()
+    copy = actor._repository("src", whole, None)
+    assert subprocess.run(["git", "cat-file", "-t", later], cwd=copy,
+                          capture_output=True).returncode != 0
+    assert actor._repository("src", whole, extra) == copy
+    show = subprocess.run(["git", "show", f"{later}:a.py"], cwd=copy, capture_output=True,
+                          text=True, check=True)
+    assert show.stdout == "X = 99\n"
