@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from repogym.tasks.coverage import Change, CoverageMap, changed_functions, combine
-from repogym.tasks.sources.statements import facts, facts_statement, public_name, quoted
+from repogym.tasks.sources.statements import public_name
 
 LIB = textwrap.dedent('''\
     """A small library."""
@@ -203,31 +203,6 @@ def test_entries_name_what_failing_tests_call_and_what_they_saw(project: Path) -
     failure = data["failures"]["tests/test_lib.py::test_fails"]
     assert failure["when"] == "call" and "double(2) should be 5" in failure["message"]
     assert "TypeError" in data["failures"]["tests/test_lib.py::test_raises"]["message"]
-
-
-def test_a_statement_is_written_from_what_the_tests_observed(project: Path) -> None:
-    from repogym.tasks.schema import Task
-
-    data = run_plugin(project, entries=True)
-    failing = ("tests/test_lib.py::test_fails", "tests/test_lib.py::test_raises")
-    observed = {"tests": {t: {"failure": data["failures"][t], "calls": data["entries"].get(t, [])}
-                          for t in failing}, "collection": {}}
-    test_patch = "+++ b/tests/test_lib.py\n" + "".join(f"+{line}\n" for line in
-                                                       TESTS.splitlines())
-    task = Task(instance_id="t", repo="r", base_commit="0", problem_statement="",
-                FAIL_TO_PASS=failing, test_patch=test_patch, extra={"observed": observed})
-    files = {"pkg/__init__.py": "from .lib import *  # noqa\n", "pkg/lib.py": LIB}
-    found = facts(task, files.get)
-    assert found[0].calls == ("pkg.double",)  # as the package exports it
-    assert found[1].calls == ("pkg.Box",)  # a constructor is its class
-    hidden = [line.strip() for line in TESTS.splitlines() if len(line.strip()) >= 16]
-    text = facts_statement(task, found, context="Fix double\n\nIt was off by one.",
-                           hidden=hidden)
-    assert text.startswith("## Fix double\n") and "It was off by one." in text
-    assert "`pkg.double`" in text and "double(2) should be 5" in text and "TypeError" in text
-    assert "test_fails" not in text  # hidden tests are not named...
-    assert not quoted(text, hidden)  # ...nor quoted
-    assert quoted("look: assert helper(1) == 2 fails", hidden) == ["assert helper(1) == 2"]
 
 
 def test_public_names_skip_private_code() -> None:
