@@ -72,16 +72,17 @@ class Instrumenter(ast.NodeTransformer):
         start = min([node.lineno] + [d.lineno for d in node.decorator_list])
         number = self.register(start, node.name)
         body = node.body
-        first = 1 if (body and isinstance(body[0], ast.Expr)
-                      and isinstance(getattr(body[0], "value", None), ast.Constant)
-                      and isinstance(body[0].value.value, str)) else 0
+        doc = getattr(body[0], "value", None) if body else None
+        first = 1 if (isinstance(body[0], ast.Expr) and isinstance(doc, ast.Constant)
+                      and isinstance(doc.value, str)) else 0
         anchor = body[first] if first < len(body) else body[-1]
         hit = ast.Expr(ast.Call(
             ast.Attribute(ast.Name(HITS, ast.Load()), "add", ast.Load()),
             [ast.Constant(number)], []))
-        for child in ast.walk(hit):
+        for child in ast.walk(hit):  # where the first statement starts, taking no room
             ast.copy_location(child, anchor)
-            child.end_lineno, child.end_col_offset = anchor.lineno, anchor.col_offset
+            setattr(child, "end_lineno", anchor.lineno)  # noqa: B010 - any node's field
+            setattr(child, "end_col_offset", anchor.col_offset)  # noqa: B010
         node.body = body[:first] + [hit] + body[first:]
         return node
 
@@ -91,7 +92,7 @@ class Instrumenter(ast.NodeTransformer):
 class Loader(importlib.machinery.SourceFileLoader):
     """Compiles a library module with its functions instrumented (never from a cache)."""
 
-    table = []  # number -> (path, line, name)
+    table: list[tuple[str, int, str]] = []  # number -> (path, line, name)
 
     def get_code(self, fullname):
         path = self.get_filename(fullname)
@@ -162,10 +163,10 @@ class Tracer:
 
 class Recorder:
     def __init__(self):
-        self.hits = {COLLECTION: set()}
-        self.entries = {}
-        self.failures = {}
-        self.outcomes = {}
+        self.hits: dict[str, set[int]] = {COLLECTION: set()}
+        self.entries: dict[str, set[str]] = {}
+        self.failures: dict[str, dict[str, str]] = {}
+        self.outcomes: dict[str, str] = {}
         self.tracer = Tracer() if ENTRIES else None
         setattr(builtins, HITS, self.hits[COLLECTION])
         if self.tracer is not None:

@@ -26,6 +26,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import signal
 import subprocess
 import sys
 import threading
@@ -60,7 +61,10 @@ def run(args: argparse.Namespace) -> int:
     sampler.start()
     start = time.monotonic()
     with open(root / f"{args.label}-{n}.log", "w") as log:
-        proc = subprocess.run(command, stdout=log, stderr=subprocess.STDOUT)
+        # started in the background, a shell ignores SIGINT for its children: give it back, so
+        # that an interrupted run writes what it kept (and resumes later)
+        proc = subprocess.run(command, stdout=log, stderr=subprocess.STDOUT,
+                              preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     wall = time.monotonic() - start
     stop.set()
     report = json.loads((out / "report.json").read_text()) if (out / "report.json").exists() \

@@ -176,7 +176,7 @@ class GitSource:
         extra = statements.without_observations(done)
         if extra.get("statement_from") == "issue":
             return done.with_(extra=extra), reason  # the user's own issue text
-        hidden = statements.test_lines(done, {})
+        hidden = statements.hidden_lines(done, {})
         found = statements.facts(done, lambda path: run_git(
             self.repo, "show", f"{done.base_commit}:{path}", check=False) or None)
         if not found and self.llm is None:

@@ -107,7 +107,7 @@ def _clean(message: str) -> str:
 # ---------------------------------------------------------------------------- quotes
 
 
-def test_lines(task: Task, files: dict[str, str]) -> list[str]:
+def hidden_lines(task: Task, files: dict[str, str]) -> list[str]:
     """The lines of code of the tests the agent must not see quoted: the hidden test patch's
     added lines, or (tests kept in the repository) the failing tests' files."""
     if task.test_patch.strip():

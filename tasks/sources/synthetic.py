@@ -262,7 +262,7 @@ class SyntheticSource:
             return None, reason
         if not done.PASS_TO_PASS:
             return None, "breaks every test: no test passes with the bug (does it still import?)"
-        hidden = statements.test_lines(done, self.files)
+        hidden = statements.hidden_lines(done, self.files)
         found = statements.facts(done, self.files.get)
         if found:  # what the failing tests observed (see repogym.tasks.checking)
             fallback = statements.facts_statement(done, found, name_tests=True, hidden=hidden)

@@ -181,14 +181,21 @@ def test_replication_through_docker_writes_validated_tasks(
 def test_synthetic_through_docker(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     out = tmp_path / "suite"
     code, tasks, report = _add(capsys, "synthetic", str(_project(tmp_path / "textlib")),
-                               "--out", str(out), "--max", "2", "--runs", "1",
+                               "--out", str(out), "--max", "2", "--runs", "1", "--workers", "2",
                                "--operators", "remove_early_return,invert_condition")
     assert report["tried"] == 2
     assert sum(report["reasons"].values()) == report["rejected"]
     assert code == (0 if tasks else 1)
     for task in tasks:
         assert task.kind == "synthetic" and task.FAIL_TO_PASS and task.PASS_TO_PASS
-        assert "FAILED " in task.problem_statement
+        # written from what the failing tests observed: the function, the failure, no code
+        assert task.extra["statement_from"] == "tests" and "observed" not in task.extra
+        assert "`textlib.shout`" in task.problem_statement
+        assert all(f"`{t}`" in task.problem_statement for t in task.FAIL_TO_PASS)
+        assert 'assert shout("") == ""' not in task.problem_statement
+    # one snapshot image, a map, and reused containers
+    assert report["checking"]["counts"]["traced runs"] == 1
+    assert report["checking"]["containers"]["reused"] >= 1
 
 
 @pytest.mark.docker
@@ -211,7 +218,12 @@ def test_git_through_docker(tmp_path: Path, capsys: pytest.CaptureFixture[str]) 
     assert task.FAIL_TO_PASS == ("tests/test_textlib.py::test_shout_empty",)
     assert set(task.PASS_TO_PASS) == {"tests/test_textlib.py::test_shout",
                                       "tests/test_textlib.py::test_words"}
-    assert task.problem_statement == "shout('') must be empty"
+    # the commit message as context, then what the hidden test saw on the base code
+    assert task.problem_statement.startswith("## shout('') must be empty\n")
+    assert "`textlib.shout`" in task.problem_statement
+    assert "assert '!' == ''" in task.problem_statement
+    assert "test_shout_empty" not in task.problem_statement  # hidden tests stay unnamed
+    assert task.extra["statement_from"] == "tests"
     # gold cases, recorded as the task was made: shout("") tells the fix apart
     cases = task.extra["gold_cases"]
     assert cases["scope"] == "boundary" and "textlib:shout" in cases["functions"]

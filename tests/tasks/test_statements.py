@@ -13,7 +13,7 @@ import pytest
 
 from repogym.tasks.schema import Task
 from repogym.tasks.sources.llm import LLMConfig
-from repogym.tasks.sources.statements import facts, facts_statement, test_lines, written
+from repogym.tasks.sources.statements import facts, facts_statement, hidden_lines, written
 
 TEST_PATCH = """\
 diff --git a/tests/test_window.py b/tests/test_window.py
@@ -48,7 +48,7 @@ def test_a_statement_from_observations_quotes_no_test_line() -> None:
     found = facts(task, files.get)
     assert [f.when for f in found] == ["collect", "call"]
     assert found[1].calls == ("pkg.windowed",)  # private helpers are left out
-    hidden = test_lines(task, files)
+    hidden = hidden_lines(task, files)
     assert hidden == ["assert list(unique_in_window([1, 2, 1, 3], 2)) == [1, 2, 3]"]
     text = facts_statement(task, found, context=task.problem_statement, hidden=hidden)
     assert text.startswith("## Add unique_in_window")
@@ -87,7 +87,7 @@ def model() -> Iterator[LLMConfig]:
 
 def test_a_model_writes_the_issue_from_the_same_facts(model: LLMConfig) -> None:
     task = _task()
-    hidden = test_lines(task, {})
+    hidden = hidden_lines(task, {})
     fallback = facts_statement(task, facts(task, {}.get), context=task.problem_statement,
                                hidden=hidden)
     Model.answer = "Importing `unique_in_window` from pkg fails; I expected it to exist."
@@ -100,7 +100,7 @@ def test_a_model_writes_the_issue_from_the_same_facts(model: LLMConfig) -> None:
 
 def test_a_model_that_quotes_the_hidden_tests_is_not_used(model: LLMConfig) -> None:
     task = _task()
-    hidden = test_lines(task, {})
+    hidden = hidden_lines(task, {})
     warnings: list[str] = []
     Model.answer = ("It should hold that\n\n    assert list(unique_in_window([1, 2, 1, 3], 2))"
                     " == [1, 2, 3]")
