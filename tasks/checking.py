@@ -52,6 +52,7 @@ from repogym.envs.grading.testcmd import runs_pytest
 from repogym.envs.sandbox.docker import DockerSandbox
 from repogym.envs.sandbox.pool import SandboxPool
 from repogym.errors import RepogymError, TaskError
+from repogym.progress import Progress
 from repogym.tasks.coverage import CoverageMap
 from repogym.tasks.images import ensure_image
 from repogym.tasks.schema import Task
@@ -76,7 +77,6 @@ from repogym.tasks.validate import (
 PLUGIN = Path(__file__).with_name("coverage_plugin.py")
 G = "/opt/repogym-grade"
 OBSERVED_TESTS = 20  # failing tests whose observations a statement is written from
-Log = Callable[[str], None]
 
 
 @dataclass(frozen=True)
@@ -121,7 +121,7 @@ class _Slot:
 class Checker:
     """Checks candidates (``derive`` is a source's ``Deriver``); safe to call from threads."""
 
-    def __init__(self, options: CheckOptions | None = None, log: Log | None = None) -> None:
+    def __init__(self, options: CheckOptions | None = None, log: Progress | None = None) -> None:
         self.options = options or CheckOptions()
         self.log = log or (lambda _m: None)
         # one spare per worker: a used container resets while its replacement runs
