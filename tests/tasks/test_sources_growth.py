@@ -233,7 +233,7 @@ def test_an_interrupted_run_resumes_and_a_second_run_adds_only_what_is_new(
     repo = _history(tmp_path / "proj", 5)
     out = tmp_path / "suite"
     command = ["tasks", "add", "git", str(repo), "--out", str(out), "--max", "4",
-               "--no-gold-cases"]
+               "--no-gold-cases", "--no-certify"]
     fake_checks["interrupt_at"] = 2
     assert main(command) == 130
     assert len(load_suite(out)) == 2 and (out / PROGRESS).exists()
@@ -265,7 +265,8 @@ def test_a_progress_file_of_another_run_is_refused(
     repo = _history(tmp_path / "proj", 3)
     out = tmp_path / "suite"
     fake_checks["interrupt_at"] = 1
-    command = ["tasks", "add", "git", str(repo), "--out", str(out), "--no-gold-cases"]
+    command = ["tasks", "add", "git", str(repo), "--out", str(out), "--no-gold-cases",
+               "--no-certify"]
     assert main(command) == 130
     fake_checks["interrupt_at"] = None
     assert main([*command, "--seed", "7"]) == 2
