@@ -128,7 +128,7 @@ class Checker:
         w = self.options.workers
         self.pool = SandboxPool(size=2 * w, grader_size=w, reset={"grader": reset_grader})
         self.grader = Grader(GraderConfig(cleanup_async=False), pool=self.pool)
-        self._slots: dict[tuple[str, ...], _Slot] = {}
+        self._slots: dict[tuple[str | None, ...], _Slot] = {}
         self._files: dict[str, _Slot] = {}
         self._guard = leak_guard()  # candidates checked in their own images
         self._lock = threading.Lock()

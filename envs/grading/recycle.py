@@ -18,7 +18,8 @@ from __future__ import annotations
 
 import shlex
 
-from repogym.envs.grading.grader import TEST_UID, prepare_grader
+from repogym.envs.grading.box import GradingBox
+from repogym.envs.grading.pytest_run import TEST_UID
 from repogym.envs.sandbox.docker import DockerSandbox
 from repogym.envs.sandbox.pristine import PRISTINE, fill_script
 from repogym.errors import RepogymError
@@ -73,12 +74,11 @@ echo ROOT_DONE
 def reset_grader(box: DockerSandbox) -> bool:
     """Resets a used grading container in place; False (and nothing started) when the reset
     cannot be verified, and the caller removes the container."""
+    if not isinstance(box, GradingBox):
+        return False  # no runner to restart: not one of the grader's
     if not box.read_only or PRISTINE not in " ".join(box.fill_targets().values()):
         return False  # a writable root could hold leftovers anywhere
-    for name in ("pytest", "root"):
-        attached = box.attachments.pop(name, None)
-        if attached is not None:
-            attached.close()
+    box.close_processes()
     try:
         result = box.exec(["bash", "-c", reset_script(box)], user="root", timeout=300)
         if result.exit_code != 0 or "ROOT_DONE" not in result.output:
@@ -87,7 +87,7 @@ def reset_grader(box: DockerSandbox) -> bool:
         result = box.exec(["bash", "-c", USER_SCRIPT, "reset", *allowed], timeout=60)
         if result.exit_code != 0 or "USER_OK" not in result.output:
             return False
-        prepare_grader(box)
+        box.start_processes(warm=True)
     except RepogymError:
         return False
     return box.alive()

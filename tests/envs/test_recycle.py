@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from repogym.envs.grading.box import GradingBox
 from repogym.envs.grading.grader import Grader, GraderConfig
 from repogym.envs.grading.recycle import reset_grader
 from repogym.envs.sandbox.docker import DockerSandbox
@@ -81,11 +82,9 @@ def test_without_the_reset_the_leftovers_show(leaving: tuple[Task, str]) -> None
     task, image = leaving
 
     def keep(box: DockerSandbox) -> bool:
-        from repogym.envs.grading.grader import prepare_grader
-
-        for name in ("pytest", "root"):
-            box.attachments.pop(name).close()
-        prepare_grader(box)
+        assert isinstance(box, GradingBox)
+        box.close_processes()  # new processes, nothing else reset
+        box.start_processes(warm=True)
         return True
 
     pool = SandboxPool(size=1, reset={"grader": keep})
