@@ -44,6 +44,11 @@ class Environment:
     log_parser: str = "pytest"
     test_files: tuple[str, ...] = ()
     timeout: float = 300.0
+    # pytest's assertion pass hook, which lets the equality check see what passing assertions
+    # compared. Set off only by validation (trusted), for a task whose gold fails with it on:
+    # the hook keeps values alive longer (a test that a freed object is gone fails) and
+    # pytest's own tests of the hook see it set.
+    assertion_pass_hook: bool = True
 
     def __post_init__(self) -> None:
         if self.python not in PYTHON_SUITES and self.image is None:
@@ -72,6 +77,8 @@ class Environment:
                 data[key] = tuple(data[key])
         if "python" in data:
             data["python"] = str(data["python"])
+        if not isinstance(data.get("assertion_pass_hook", True), bool):
+            raise TaskError("environment.assertion_pass_hook must be true or false.")
         return cls(**data)
 
 
@@ -142,7 +149,8 @@ class Task:
         env = out["environment"]
         env["setup"] = list(self.environment.setup)
         env["test_files"] = list(self.environment.test_files)
-        for key, default in (("language", "python"), ("runner", "")):
+        for key, default in (("language", "python"), ("runner", ""),
+                             ("assertion_pass_hook", True)):
             if env.get(key) == default:  # Python tasks read (and hash) as they always did
                 del env[key]
         extra = out.pop("extra")

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import re
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from repogym.envs.grading.flags import Flag
 from repogym.envs.grading.grader import Grader, GraderConfig, GradingReport
@@ -193,3 +193,26 @@ def validate_task(task: Task, runs: int = 2, grader: Grader | None = None) -> Va
         flaky,
         time.monotonic() - start,
     )
+
+
+def without_pass_hook(task: Task, result: Validation, runs: int = 2,
+                      grader: Grader | None = None) -> tuple[Task, Validation]:
+    """A task whose gold fails only while pytest's assertion pass hook is on (the equality
+    check's): validated again without it, and kept so when gold then resolves. Some tests
+    change with the hook (a freed object outlives the assertion that saw it; pytest's own tests
+    of the hook see it set). Only validation, which the agent never reaches, decides this; such
+    a task's plain asserts go unseen by the equality check (unittest's are still seen), and its
+    certificate says whether an attack then wins."""
+    from repogym.envs.grading.testcmd import runs_pytest
+
+    env = task.environment
+    if (result.ok or "gold does not resolve" not in result.reason
+            or not env.assertion_pass_hook or not runs_pytest(env)):
+        return task, result
+    retried = task.with_(environment=replace(env, assertion_pass_hook=False))
+    again = validate_task(retried, runs=runs, grader=grader)
+    if not again.ok:
+        return task, result
+    return retried, replace(again, reason="ok (graded without the assertion pass hook: gold "
+                                          "fails with it on)")
+

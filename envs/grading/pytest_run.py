@@ -222,7 +222,7 @@ class PytestRun:
         timeout = config.timeout or env.timeout
         plain = pytest_argv(env.test_cmd) if self.pytest else None
         if self.channels:
-            opts = [*opts, *reporter.pytest_options()]
+            opts = [*opts, *reporter.pytest_options(env.assertion_pass_hook)]
         # the configuration's own plugins come after the reporter: no code of the repository
         # may run before it has read its key
         opts = [*opts, *self.plugins]

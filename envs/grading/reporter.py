@@ -32,10 +32,11 @@ def upload() -> dict[str, str]:
             "collector.py": (HERE / "collector.py").read_text(encoding="utf-8")}
 
 
-def pytest_options() -> list[str]:
-    """What the test command gets: the plugin, and rewritten assertions that show their
-    operands on a pass too (the equality check reads them)."""
-    return ["-p", PLUGIN, "-o", "enable_assertion_pass_hook=true"]
+def pytest_options(pass_hook: bool = True) -> list[str]:
+    """What the test command gets: the plugin, and (unless the task's validation turned it off)
+    rewritten assertions that show their operands on a pass too (the equality check reads
+    them)."""
+    return ["-p", PLUGIN, *(["-o", "enable_assertion_pass_hook=true"] if pass_hook else [])]
 
 
 @dataclass(frozen=True)

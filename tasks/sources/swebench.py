@@ -252,7 +252,7 @@ class SwebenchSource:
     def check(self, task: Task) -> tuple[Task | None, str]:
         if not self.options.validate:
             return task, "not validated (--no-validate)"
-        from repogym.tasks.validate import validate_task
+        from repogym.tasks.validate import validate_task, without_pass_hook
 
         leak = self.guard(task)
         if leak is not None:
@@ -269,6 +269,7 @@ class SwebenchSource:
             task, result = self._other_python(task, result)
         if not result.ok and "gold does not resolve" in result.reason:
             task, result = self._without_network_tests(task, result)
+        task, result = without_pass_hook(task, result, runs=self.common.runs)
         return (task if result.ok else None), result.reason
 
     def _other_python(self, task: Task, result: Any) -> tuple[Task, Any]:

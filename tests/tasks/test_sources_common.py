@@ -240,3 +240,16 @@ def test_interleave_is_round_robin() -> None:
     b: list[Candidate] = [_task("b1")]
     got = [t.instance_id for t in interleave([iter(a), iter(b)])]
     assert got == ["a1", "b1", "a2", "a3"]
+
+
+def test_the_pass_hook_setting_reads_and_hashes_as_before_when_on() -> None:
+    from repogym.tasks.schema import Environment
+
+    on = Environment()
+    assert "assertion_pass_hook" not in Task(
+        instance_id="a__b-1", repo="a/b", base_commit="0" * 40, problem_statement="x",
+        patch="", test_patch="").to_dict()["environment"]
+    assert Environment.from_dict({"assertion_pass_hook": False}).assertion_pass_hook is False
+    assert on.assertion_pass_hook is True
+    with pytest.raises(TaskError, match="true or false"):
+        Environment.from_dict({"assertion_pass_hook": "no"})
