@@ -102,7 +102,9 @@ def _replication_flags(parser: argparse.ArgumentParser) -> None:
 def _synthetic_flags(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--operators", type=_csv, default=tuple(mutate.OPERATORS),
                         help="comma-separated rewrites (default: all of "
-                        f"{','.join(mutate.OPERATORS)})")
+                        f"{','.join(mutate.OPERATORS)}; in other languages all of "
+                        "flip_comparison,swap_boolean_operator,swap_arithmetic,negate_boolean,"
+                        "off_by_one)")
 
 
 def add_tasks_add_parser(subparsers: Any) -> argparse.ArgumentParser:
@@ -186,10 +188,17 @@ def _overrides(args: argparse.Namespace) -> EnvOverrides:
 
 def _local_repo(args: argparse.Namespace, work: Path) -> tuple[WorkRepo, Environment]:
     repo = WorkRepo.create(args.path, work / slug(args.path.resolve().name), args.rev)
-    if not has_tests(repo):
+    env = detect_environment(repo, _overrides(args))
+    if env.language != "python":
+        from repogym.tasks.sources.synthetic_langs import has_language_tests
+
+        if not has_language_tests(repo, env.language):
+            raise RepogymError(f"{args.path} looks like {env.language} but has no test files by "
+                               "its conventions, so no candidate could be checked.")
+    elif not has_tests(repo):
         raise RepogymError(f"{args.path} has no test files (test_*.py, *_test.py or tests/), so "
                            "no candidate could be checked; point PATH at a repository with tests.")
-    return repo, detect_environment(repo, _overrides(args))
+    return repo, env
 
 
 def _record(s: Setting) -> Any:
@@ -219,8 +228,16 @@ def _replication(s: Setting) -> Built:
 
 def _synthetic(s: Setting) -> Built:
     a = s.args
-    options = SyntheticOptions(a.path, a.rev, a.operators)
     repo, env = _local_repo(a, s.work)
+    if env.language != "python":  # token rewrites found with tree-sitter's grammars
+        from repogym.tasks.sources import mutate_ts
+        from repogym.tasks.sources.synthetic_langs import LangSyntheticOptions, LangSyntheticSource
+
+        operators = mutate_ts.OPERATORS if a.operators == tuple(mutate.OPERATORS) \
+            else a.operators
+        lang = LangSyntheticOptions(a.path, a.rev, operators)
+        return LangSyntheticSource(repo, lang, s.common, env, s.llm, s.derive), asdict(lang), repo
+    options = SyntheticOptions(a.path, a.rev, a.operators)
     return SyntheticSource(repo, options, s.common, env, s.llm, s.derive), asdict(options), repo
 
 

@@ -74,6 +74,10 @@ def run_problem(before: list[GradingReport], after: list[GradingReport]) -> str 
     for rep in before + after:
         if not rep.valid and rep.timed_out:
             return "tests time out"
+        if not rep.valid and rep.compiles is False and any(rep is b for b in before):
+            # the hidden tests use what the patch adds: before it, their package (or crate, or
+            # test classes) does not build, the canaries with it, and every test there fails
+            continue
         if not rep.valid:
             side = "with the gold patch" if any(rep is a for a in after) else "without it"
             return invalid_reason(rep, side)

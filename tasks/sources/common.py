@@ -47,7 +47,9 @@ def is_test_path(path: str) -> bool:
     stem = name.split(".", 1)[0]
     if any(part.lower() in TEST_DIRS for part in parts[:-1]):
         return True
-    return name in TEST_FILES or stem.startswith("test_") or stem.endswith("_test")
+    # JavaScript's ``x.test.js``/``x.spec.ts``, Go's ``x_test.go`` (the stem rule)
+    js_test = any(f".{word}." in name for word in ("test", "spec"))
+    return name in TEST_FILES or stem.startswith("test_") or stem.endswith("_test") or js_test
 
 
 def split_paths(paths: Iterable[str]) -> tuple[list[str], list[str]]:

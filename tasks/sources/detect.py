@@ -106,7 +106,12 @@ def has_tests(tree: TreeView) -> bool:
 
 def detect_environment(tree: TreeView, overrides: EnvOverrides | None = None) -> Environment:
     """The environment a task of this tree needs (before ``overrides``)."""
+    from .detect_langs import detect_language, language_environment  # it reads this module's
+
     files = set(tree.files())
+    language = detect_language(files)
+    if language is not None:
+        return (overrides or EnvOverrides()).apply(language_environment(tree, language))
     pyproject = load_toml(tree.read_text("pyproject.toml") or "") if "pyproject.toml" in files \
         else {}
     setup_cfg = _read_cfg(tree.read_text("setup.cfg") or "")
