@@ -102,8 +102,8 @@ def test_go_module_mined_and_mutated(toolchain: Callable[[str], str], tmp_path: 
     assert task["FAIL_TO_PASS"] == ["TestAbove"]
     assert sorted(task["PASS_TO_PASS"]) == ["TestBelow", "TestInside", "TestWithin"]
 
-    add("synthetic", str(repo), "--out", str(tmp_path / "bugs"), "--max", "2",
-        "--operators", "flip_comparison,swap_boolean_operator")
+    add("synthetic", str(repo), "--out", str(tmp_path / "bugs"), "--max", "1",
+        "--operators", "swap_boolean_operator")  # Within's &&: one candidate, one image
     bugs = [json.loads(line) for line in
             (tmp_path / "bugs" / "tasks.jsonl").read_text().splitlines()]
     assert bugs and all(b["kind"] == "synthetic" and b["FAIL_TO_PASS"] == ["TestWithin"]
