@@ -224,3 +224,27 @@ def test_the_equality_check_flags_only_insane_package_types(
     monkeypatch.setattr(plugin, "_in_package", lambda cls: cls in (AlwaysEqual, Sane))
     assert [type(x).__name__ for x in plugin._suspects([AlwaysEqual(), {"k": Sane(2)}])] == [
         "AlwaysEqual", "Sane"]
+
+
+@pytest.mark.parametrize("hook", [True, False])
+def test_the_pass_hook_is_implemented_only_when_the_run_turns_it_on(tmp_path: Path,
+                                                                    hook: bool) -> None:
+    # a plugin that implements pytest_assertion_pass changes what pytest's own tests of the
+    # hook see; a task validated without the hook must run as if no plugin had it
+    from repogym.envs.grading import harness_plugin
+
+    plugins = tmp_path / "py"
+    plugins.mkdir()
+    (plugins / "_repogym_harness.py").write_text(Path(harness_plugin.__file__).read_text())
+    (tmp_path / "test_it.py").write_text(
+        "def test_it(request):\n"
+        "    hook = request.config.pluginmanager.hook.pytest_assertion_pass\n"
+        "    print('IMPLS', len(hook.get_hookimpls()))\n")
+    options = ["-o", "enable_assertion_pass_hook=true"] if hook else []
+    out = subprocess.run(
+        [sys.executable, "-m", "pytest", "-s", "-q", "-p", "no:cacheprovider",
+         "-p", "_repogym_harness", *options, "test_it.py"],
+        cwd=tmp_path, capture_output=True, text=True, timeout=120,
+        env={"PYTHONPATH": str(plugins), "PATH": "/usr/bin:/bin"})
+    assert "1 passed" in out.stdout, out.stdout + out.stderr
+    assert f"IMPLS {1 if hook else 0}" in out.stdout
