@@ -17,7 +17,7 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Protocol
 
-from repogym.envs.grading import stage
+from repogym.envs.grading import scoring, stage
 from repogym.envs.grading.flags import Flag, Protected
 from repogym.envs.grading.protect_langs import config_changed, content_checked, protected_reason
 from repogym.envs.grading.report import GradingReport
@@ -201,38 +201,12 @@ class LangRun:
 
     def _expected(self, statuses: dict[str, str], view: dict[str, str],
                   canary: Canary | None) -> list[str]:
-        """The statuses without the canary, and the task's lists' statuses, in the report;
-        returns the expected tests that did not run."""
-        report, task = self.report, self.task
-        canary_ids = set(canary.ids) if canary else set()
-        report.statuses = {t: s for t, s in statuses.items() if t not in canary_ids}
-        report.fail_to_pass = {t: view.get(t, "MISSING") for t in task.FAIL_TO_PASS}
-        report.pass_to_pass = {t: view.get(t, "MISSING") for t in task.PASS_TO_PASS}
-        expected = {**report.fail_to_pass, **report.pass_to_pass}
-        missing = [t for t, s in expected.items() if s == "MISSING"]
-        if missing:
-            report.invalidate(f"{len(missing)} expected tests were not run: {missing[:3]}")
-        return missing
+        return scoring.expected(self.report, self.task, statuses, view,
+                                set(canary.ids) if canary else set(), not_run="were not run")
 
     def _score(self, view: dict[str, str], missing: list[str]) -> None:
-        """swebench's status and the pass rates; resolved only on explicit passes of every
-        listed test in a valid run."""
-        from swebench.harness.grading import get_eval_tests_report, get_resolution_status
-
-        report, task = self.report, self.task
-        gold = {"FAIL_TO_PASS": list(task.FAIL_TO_PASS), "PASS_TO_PASS": list(task.PASS_TO_PASS)}
-        tests_report = get_eval_tests_report(view, gold)
-        report.swebench_status = get_resolution_status(tests_report)
-        f2p_ok = [t for t, s in report.fail_to_pass.items() if s == "PASSED"]
-        p2p_ok = [t for t, s in report.pass_to_pass.items() if s == "PASSED"]
-        report.f2p_pass_rate = len(f2p_ok) / len(task.FAIL_TO_PASS) if task.FAIL_TO_PASS else 1.0
-        report.p2p_pass_rate = len(p2p_ok) / len(task.PASS_TO_PASS) if task.PASS_TO_PASS else 1.0
-        if not report.valid:
-            report.f2p_pass_rate = report.p2p_pass_rate = 0.0
-        report.resolved = (report.valid and report.patch_applied and not missing
-                           and report.swebench_status == "RESOLVED_FULL"
-                           and len(f2p_ok) == len(task.FAIL_TO_PASS) and bool(task.FAIL_TO_PASS)
-                           and len(p2p_ok) == len(task.PASS_TO_PASS))
+        # these statuses come from the runner's own reports: every listed test must pass
+        scoring.score(self.report, self.task, view, missing, explicit_p2p=True)
 
 
 def with_log_keys(statuses: dict[str, str], runner: TestRunner) -> dict[str, str]:

@@ -18,7 +18,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from repogym.envs.grading import stage
+from repogym.envs.grading import scoring, stage
 from repogym.envs.grading.box import TEST_ENV
 from repogym.envs.grading.flags import Flag, tampered_flags
 from repogym.envs.grading.grader import GraderConfig
@@ -121,24 +121,5 @@ def _git_apply(tree: Path, patch: str, options: list[str]) -> str:
 def judge(task: Task, statuses: dict[str, str], report: GradingReport) -> None:
     """The verdict from the log's statuses: every expected test collected, every
     FAIL_TO_PASS test an explicit pass, swebench's status RESOLVED_FULL."""
-    from swebench.harness.grading import get_eval_tests_report, get_resolution_status
-
-    report.statuses = dict(statuses)
-    report.fail_to_pass = {t: statuses.get(t, "MISSING") for t in task.FAIL_TO_PASS}
-    report.pass_to_pass = {t: statuses.get(t, "MISSING") for t in task.PASS_TO_PASS}
-    expected = {**report.fail_to_pass, **report.pass_to_pass}
-    missing = [t for t, s in expected.items() if s == "MISSING"]
-    if missing:
-        report.invalidate(f"{len(missing)} expected tests were not collected: {missing[:3]}")
-    gold = {"FAIL_TO_PASS": list(task.FAIL_TO_PASS), "PASS_TO_PASS": list(task.PASS_TO_PASS)}
-    tests = get_eval_tests_report(statuses, gold)
-    report.swebench_status = get_resolution_status(tests)
-    f2p_ok = [t for t, s in report.fail_to_pass.items() if s == "PASSED"]
-    p2p_ok = tests["PASS_TO_PASS"]["success"]
-    report.f2p_pass_rate = len(f2p_ok) / len(task.FAIL_TO_PASS) if task.FAIL_TO_PASS else 1.0
-    report.p2p_pass_rate = len(p2p_ok) / len(task.PASS_TO_PASS) if task.PASS_TO_PASS else 1.0
-    if not report.valid:
-        report.f2p_pass_rate = report.p2p_pass_rate = 0.0
-    report.resolved = (report.valid and report.patch_applied and not missing
-                       and report.swebench_status == "RESOLVED_FULL"
-                       and len(f2p_ok) == len(task.FAIL_TO_PASS) and bool(task.FAIL_TO_PASS))
+    missing = scoring.expected(report, task, statuses, statuses)
+    scoring.score(report, task, statuses, missing)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from repogym.envs.grading import scoring
 from repogym.envs.grading.blind import Disguise
 from repogym.envs.grading.canary import Canaries, canary_problems
 from repogym.envs.grading.flags import Flag
@@ -58,40 +59,11 @@ class Verdict:
 
     def _expected(self, statuses: dict[str, str], view: dict[str, str],
                   canaries: Canaries | None) -> list[str]:
-        """The statuses without the canaries, and the task's lists' statuses, in the report;
-        returns the expected tests that were not collected."""
-        report, task = self.report, self.task
-        canary_ids = set(canaries.ids) if canaries else set()
-        report.statuses = {t: s for t, s in statuses.items() if t not in canary_ids}
-        report.fail_to_pass = {t: view.get(t, "MISSING") for t in task.FAIL_TO_PASS}
-        report.pass_to_pass = {t: view.get(t, "MISSING") for t in task.PASS_TO_PASS}
-        expected = {**report.fail_to_pass, **report.pass_to_pass}
-        missing = [t for t, s in expected.items() if s == "MISSING"]
-        if missing:
-            # the whole expected set must be collected; an uncollected test is no tampering
-            # proof (a broken import does it too), so the run is invalid without a flag
-            report.invalidate(f"{len(missing)} expected tests were not collected: {missing[:3]}")
-        return missing
+        return scoring.expected(self.report, self.task, statuses, view,
+                                set(canaries.ids) if canaries else set())
 
     def _score(self, view: dict[str, str], missing: list[str]) -> None:
-        """swebench's status and the pass rates; resolved only on explicit passes of every
-        FAIL_TO_PASS test in a valid run."""
-        report, task = self.report, self.task
-        # swebench (and the datasets library it imports) costs seconds: only when grading
-        from swebench.harness.grading import get_eval_tests_report, get_resolution_status
-
-        gold = {"FAIL_TO_PASS": list(task.FAIL_TO_PASS), "PASS_TO_PASS": list(task.PASS_TO_PASS)}
-        tests_report = get_eval_tests_report(view, gold)
-        report.swebench_status = get_resolution_status(tests_report)
-        f2p_ok = [t for t, s in report.fail_to_pass.items() if s == "PASSED"]
-        p2p_ok = tests_report["PASS_TO_PASS"]["success"]
-        report.f2p_pass_rate = len(f2p_ok) / len(task.FAIL_TO_PASS) if task.FAIL_TO_PASS else 1.0
-        report.p2p_pass_rate = len(p2p_ok) / len(task.PASS_TO_PASS) if task.PASS_TO_PASS else 1.0
-        if not report.valid:
-            report.f2p_pass_rate = report.p2p_pass_rate = 0.0
-        report.resolved = (report.valid and report.patch_applied and not missing
-                           and report.swebench_status == "RESOLVED_FULL"
-                           and len(f2p_ok) == len(task.FAIL_TO_PASS) and bool(task.FAIL_TO_PASS))
+        scoring.score(self.report, self.task, view, missing)
 
     def _unmask(self, statuses: dict[str, str]) -> dict[str, str]:
         return self.disguise.unmask(statuses) if self.disguise is not None else statuses

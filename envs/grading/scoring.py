@@ -1,0 +1,54 @@
+"""What a run's statuses come to for the task's lists, the same for every runner and backend:
+the expected tests' statuses, the ones that did not run, swebench's status, the pass rates and
+``resolved``."""
+
+from __future__ import annotations
+
+from collections.abc import Set as AbstractSet
+from typing import TYPE_CHECKING
+
+from repogym.tasks.schema import Task
+
+if TYPE_CHECKING:
+    from repogym.envs.grading.report import GradingReport
+
+
+def expected(report: GradingReport, task: Task, statuses: dict[str, str],
+             view: dict[str, str], leave_out: AbstractSet[str] = frozenset(),
+             not_run: str = "were not collected") -> list[str]:
+    """Records the statuses (less ``leave_out``, the canaries) and the task's lists' statuses
+    (from ``view``) in ``report``; returns the expected tests that did not run, after
+    invalidating the run for them: the whole expected set must run, and an uncollected test is
+    no proof of tampering (a broken import does it too), so there is no flag."""
+    report.statuses = {t: s for t, s in statuses.items() if t not in leave_out}
+    report.fail_to_pass = {t: view.get(t, "MISSING") for t in task.FAIL_TO_PASS}
+    report.pass_to_pass = {t: view.get(t, "MISSING") for t in task.PASS_TO_PASS}
+    missing = [t for t, s in {**report.fail_to_pass, **report.pass_to_pass}.items()
+               if s == "MISSING"]
+    if missing:
+        report.invalidate(f"{len(missing)} expected tests {not_run}: {missing[:3]}")
+    return missing
+
+
+def score(report: GradingReport, task: Task, view: dict[str, str], missing: list[str],
+          explicit_p2p: bool = False) -> None:
+    """swebench's status and the pass rates; resolved only on explicit passes of every
+    FAIL_TO_PASS test in a valid run. ``explicit_p2p``: PASS_TO_PASS counts explicit passes
+    too (runners whose statuses swebench's parsers did not make), not swebench's successes."""
+    # swebench (and the datasets library it imports) costs seconds: only when grading
+    from swebench.harness.grading import get_eval_tests_report, get_resolution_status
+
+    gold = {"FAIL_TO_PASS": list(task.FAIL_TO_PASS), "PASS_TO_PASS": list(task.PASS_TO_PASS)}
+    tests_report = get_eval_tests_report(view, gold)
+    report.swebench_status = get_resolution_status(tests_report)
+    f2p_ok = [t for t, s in report.fail_to_pass.items() if s == "PASSED"]
+    p2p_ok = ([t for t, s in report.pass_to_pass.items() if s == "PASSED"] if explicit_p2p
+              else tests_report["PASS_TO_PASS"]["success"])
+    report.f2p_pass_rate = len(f2p_ok) / len(task.FAIL_TO_PASS) if task.FAIL_TO_PASS else 1.0
+    report.p2p_pass_rate = len(p2p_ok) / len(task.PASS_TO_PASS) if task.PASS_TO_PASS else 1.0
+    if not report.valid:
+        report.f2p_pass_rate = report.p2p_pass_rate = 0.0
+    report.resolved = (report.valid and report.patch_applied and not missing
+                       and report.swebench_status == "RESOLVED_FULL"
+                       and len(f2p_ok) == len(task.FAIL_TO_PASS) and bool(task.FAIL_TO_PASS)
+                       and (not explicit_p2p or len(p2p_ok) == len(task.PASS_TO_PASS)))
