@@ -71,6 +71,8 @@ def test_free_slots_count_the_episodes_running_on_the_engine(
     from repogym.envs.sandbox.docker import DockerSandbox
 
     engine = engines.parse_engines(listed)[0]
+    # the image as the env's image provider would send it (this test starts no env)
+    assert engines.copy_image(toy_image, engines.make_client(engine))
     before = engines.free_slots(engine)
     box = DockerSandbox(SandboxConfig(image=toy_image, run_id="tlsslots"))
     try:
@@ -93,6 +95,7 @@ os._exit(0)  # dies without removing it, as a crashed process would
 def test_doctor_cleanup_covers_every_listed_engine(
         listed: str, tls_engine: TLSEngine, toy_image: str) -> None:
     env = child_env(**{engines.HOSTS_VAR: listed})
+    assert engines.copy_image(toy_image, engines.make_client(engines.parse_engines(listed)[0]))
     made = subprocess.run([sys.executable, "-c", LEAVE_ONE.format(image=toy_image)], env=env,
                           capture_output=True, text=True, timeout=300, cwd=REPO_ROOT)
     assert made.returncode == 0, made.stderr

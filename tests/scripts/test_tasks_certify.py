@@ -14,7 +14,7 @@ from repogym.scripts import tasks_certify
 from repogym.scripts.cli import main
 from repogym.scripts.tasks_certify import certify_collected, rewrite
 from repogym.tasks.schema import Task
-from repogym.tasks.sources.common import Collected
+from repogym.tasks.sources.loop import Collected
 from repogym.tasks.suite import load_suite
 
 
