@@ -19,7 +19,7 @@ from reliability_support import REPO_ROOT, child_env, repogym_cmd
 
 from repogym.envs.sandbox import client as client_module
 from repogym.envs.sandbox import engines
-from repogym.envs.sandbox.base import LABEL_MANAGED, LABEL_RUN
+from repogym.envs.sandbox.base import LABEL_MANAGED, LABEL_ROLE, LABEL_RUN
 from repogym.tasks.schema import Task
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
@@ -48,7 +48,9 @@ def test_an_episode_runs_and_is_graded_on_a_tls_engine_with_its_image_sent_by_ha
         assert chosen is not None and chosen.url.startswith("tcp://127.0.0.1:")  # the TLS one
         assert engines.is_out(engines.parse_engines(listed)[1].url)  # the silent one is out
         # the episode's container is on the second engine, hardened as everywhere
-        [name] = labelled(tls_engine.host, LABEL_RUN, "tlsremote")
+        # (the episode's grading container, started in the background, carries the run too)
+        [name] = (set(labelled(tls_engine.host, LABEL_RUN, "tlsremote"))
+                  & set(labelled(tls_engine.host, LABEL_ROLE, "agent")))
         attrs = remote.api.inspect_container(name)
         assert attrs["HostConfig"]["NetworkMode"] == "none"
         assert attrs["HostConfig"]["CapDrop"] == ["ALL"] and attrs["HostConfig"]["ReadonlyRootfs"]
