@@ -66,6 +66,9 @@ BASE_IMAGE = Setting("REPOGYM_BASE_IMAGE", "", "an image to build the Python bas
 PULL = Setting("REPOGYM_PULL", "", "1: pull REPOGYM_BASE_IMAGE and a dataset's own images when "
                "the engine lacks them")
 DEBIAN_MIRROR = Setting("REPOGYM_DEBIAN_MIRROR", "", "the Debian mirror debootstrap uses")
+REGISTRIES = Setting("REPOGYM_REGISTRIES", "debian,pypi,npm", "the package registries image "
+                     "builds reach, of debian, pypi, npm, go, crates, maven: SWE-bench "
+                     "Multilingual instances whose dependencies need another are refused")
 BUILD_TIMEOUT = Setting("REPOGYM_BUILD_TIMEOUT", "3600", "seconds an image build may take")
 
 # --- task sources ----------------------------------------------------------------------------
@@ -85,6 +88,6 @@ DEBUG = Setting("REPOGYM_DEBUG", "", "set (to 1, say): the command line shows th
 
 SETTINGS: tuple[Setting, ...] = (
     RUN_ID, DOCKER_HOSTS, IMAGE_SOURCES, DOCKER_TIMEOUT, MAX_STARTS, POOL_BROKER, CA_BUNDLE,
-    BASE_IMAGE, PULL, DEBIAN_MIRROR, BUILD_TIMEOUT, MIRRORS, GIT_URL, LLM_MODEL, CALLS_DIR,
-    TOKEN, DEBUG,
+    BASE_IMAGE, PULL, DEBIAN_MIRROR, REGISTRIES, BUILD_TIMEOUT, MIRRORS, GIT_URL, LLM_MODEL,
+    CALLS_DIR, TOKEN, DEBUG,
 )

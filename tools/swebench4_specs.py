@@ -1,6 +1,10 @@
 #!/usr/bin/env python3
 """Writes tasks/data/swebench4_specs.json: the environment specs published with swebench 4.x.
 
+Kept: the Python specs, and those of SWE-bench Multilingual's JavaScript, Go, Rust and Java
+repositories (``language_specs``, with each one's language and swebench's log parser by name);
+the other languages' repositories (C, PHP, Ruby: no toolchain image here) are only named.
+
 swebench 5 keeps a spec inside each task (image, eval script, log parser) and no longer ships
 ``MAP_REPO_VERSION_TO_SPECS``; the SWE-bench files published before it (Lite, Verified, full,
 SWE-Gym) carry only ``repo`` and ``version``. This script reads the specs from the swebench 4
@@ -31,8 +35,15 @@ import json, sys
 sys.path.insert(0, sys.argv[1])
 from swebench.harness.constants import python as py
 from swebench.harness import constants as all_constants
-others = sorted(set(all_constants.MAP_REPO_VERSION_TO_SPECS) - set(py.MAP_REPO_VERSION_TO_SPECS_PY))
+from swebench.harness.log_parsers import MAP_REPO_TO_PARSER
+kept = {"js": "javascript", "go": "go", "rs": "rust", "java": "java"}
+language = {repo: kept[ext] for repo, ext in all_constants.MAP_REPO_TO_EXT.items() if ext in kept}
+others = sorted(set(all_constants.MAP_REPO_VERSION_TO_SPECS) - set(py.MAP_REPO_VERSION_TO_SPECS_PY)
+                - set(language))
 json.dump({
+    "language_specs": {repo: all_constants.MAP_REPO_VERSION_TO_SPECS[repo] for repo in language},
+    "language_of": language,
+    "language_parsers": {repo: MAP_REPO_TO_PARSER[repo].__name__ for repo in language},
     "specs": py.MAP_REPO_VERSION_TO_SPECS_PY,
     "reqs_paths": py.MAP_REPO_TO_REQS_PATHS,
     "env_yml_paths": py.MAP_REPO_TO_ENV_YML_PATHS,
@@ -71,15 +82,21 @@ def main() -> int:
         with zipfile.ZipFile(wheel) as archive:
             archive.extractall(unpacked)
         proc = subprocess.run([sys.executable, "-I", "-c", DUMP, str(unpacked)],
-                              capture_output=True, text=True, check=True)
+                              capture_output=True, text=True)
+        if proc.returncode:  # run it with the project's venv: the harness imports its deps
+            raise SystemExit(f"reading swebench {args.version}'s constants failed:\n"
+                             f"{proc.stderr[-3000:]}")
         data = json.loads(proc.stdout)
         test_spec = unpacked / "swebench" / "harness" / "test_spec" / "python.py"
         data["replace_req_packages"] = replace_req_packages(test_spec.read_text())
     data["swebench"] = args.version
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(data, indent=1, sort_keys=True) + "\n")
-    print(f"wrote {args.out}: {sum(len(v) for v in data['specs'].values())} specs of "
-          f"{len(data['specs'])} repositories (swebench {args.version})")
+    print(f"wrote {args.out}: {sum(len(v) for v in data['specs'].values())} Python specs of "
+          f"{len(data['specs'])} repositories, "
+          f"{sum(len(v) for v in data['language_specs'].values())} specs of "
+          f"{len(data['language_specs'])} JavaScript, Go, Rust and Java repositories "
+          f"(swebench {args.version})")
     return 0
 
 

@@ -72,9 +72,14 @@ def harness_spec(repo: str, version: str) -> dict[str, Any] | None:
 
 def unknown_spec_reason(repo: str, version: str) -> str:
     data = published()
+    if repo in data.get("language_specs", {}):  # SWE-bench Multilingual's (specs_langs)
+        versions = sorted(data["language_specs"][repo])
+        return (f"no spec for {repo} version {version!r} in swebench {data['swebench']}'s "
+                f"specs (known: {', '.join(versions[:12])}); add it to an --env YAML")
     if repo in data["other_language_repos"]:
-        return (f"no Python spec: {repo} is one of swebench's non-Python repositories (it needs "
-                "a toolchain the base images lack); give an --env spec with an image")
+        return (f"no spec repogym can use: {repo} is one of swebench's C, PHP or Ruby "
+                "repositories, and repogym has toolchain images for Python, JavaScript, Go, "
+                "Rust and Java only; give an --env spec with an image")
     versions = sorted(data["specs"].get(repo, {}))
     if versions:
         return (f"no spec for {repo} version {version!r} in swebench {data['swebench']}'s specs "

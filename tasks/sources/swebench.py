@@ -38,11 +38,12 @@ from repogym import settings
 from repogym.errors import RepogymError, TaskError
 from repogym.tasks.schema import Task
 
-from . import datasets, specs
+from . import datasets, specs, specs_langs
 from .common import Candidate, Rejected, SourceOptions
 from .mirrors import Mirrors
 
-ENV_KEYS = {"python", "setup", "test_cmd", "log_parser", "image", "timeout"}
+ENV_KEYS = {"python", "setup", "test_cmd", "log_parser", "image", "timeout", "language", "runner",
+            "test_files"}
 Specs = dict[str, dict[str, dict[str, Any]]]
 
 
@@ -216,6 +217,8 @@ class SwebenchSource:
         if image is not None:
             return self._image_environment(instance, repo, version, image)
         commit = str(instance.get("environment_setup_commit") or instance["base_commit"])
+        if specs_langs.language_of(repo) and not instance.get("install_config"):
+            return self._language_environment(instance, repo, version, mirror, commit)
         config = instance.get("install_config")
         spec = (dict(config) if isinstance(config, dict) else None) or specs.harness_spec(
             repo, version)
@@ -234,6 +237,19 @@ class SwebenchSource:
         return ({"python": env.python, "setup": list(env.setup), "test_cmd": env.test_cmd},
                 {"from": "detected from the repository's files",
                  "why": specs.unknown_spec_reason(repo, version)})
+
+    def _language_environment(self, instance: dict[str, Any], repo: str, version: str,
+                              mirror: Path | None, commit: str
+                              ) -> tuple[dict[str, Any], dict[str, Any]]:
+        """A SWE-bench Multilingual instance (JavaScript, Go, Rust, Java): its spec from
+        swebench 4.1 translated (``specs_langs``), or refused with the reason."""
+        spec = specs_langs.language_spec(repo, version)
+        if spec is None:
+            raise specs.SpecError(specs_langs.unknown_version_reason(repo, version))
+        translated = specs_langs.translate(spec, repo, version,
+                                           str(instance.get("test_patch", "")), mirror, commit)
+        source = f"swebench {specs.published()['swebench']} specs ({repo} {version})"
+        return translated.environment, {"from": source, **translated.provenance}
 
     def _image_environment(self, instance: dict[str, Any], repo: str, version: str,
                            image: str) -> tuple[dict[str, Any], dict[str, Any]]:
