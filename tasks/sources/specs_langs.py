@@ -115,6 +115,15 @@ def unknown_version_reason(repo: str, version: str) -> str:
     return specs.unknown_spec_reason(repo, version)
 
 
+def precheck(repo: str, version: str) -> None:
+    """Raises SpecError when the instance cannot be built here whatever its repository holds
+    (a toolchain, runner or build tool repogym lacks), before a clone is made for it."""
+    spec = language_spec(repo, version)
+    if spec is None:
+        raise SpecError(unknown_version_reason(repo, version))
+    translate(spec, repo, version, "", None, "HEAD")
+
+
 def translate(spec: dict[str, Any], repo: str, version: str, test_patch: str,
               mirror: Path | None, commit: str) -> Translated:
     """A Multilingual spec as a repogym environment (see the module docstring)."""

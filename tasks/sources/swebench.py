@@ -165,6 +165,9 @@ class SwebenchSource:
     def _to_task(self, instance: dict[str, Any]) -> Task:
         repo, version = str(instance.get("repo", "")), str(instance.get("version", ""))
         image = self._dataset_image(instance)
+        if (image is None and specs_langs.language_of(repo) and not instance.get("install_config")
+                and spec_for(self.overrides, repo, version) is None):
+            specs_langs.precheck(repo, version)  # no clone for what cannot be built anyway
         mirror = self._mirror(instance, repo, needed=image is None)
         if instance["flavor"] == "swe-smith" and mirror is not None:
             instance = datasets.resolve_branch(instance, mirror)

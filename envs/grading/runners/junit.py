@@ -7,7 +7,8 @@ prints ``[junit] [PASS] Class#method`` lines, read by swebench's ``parse_log_ant
 tests run on the vintage engine, JUnit 5 on Jupiter. Test ids are ``Class#method``. Jars the
 code needs come from ``/opt/repogym/java-classpath`` (a class path the task's setup writes,
 e.g. Debian's ``/usr/share/java/*.jar``) and, after a Maven build at image time, from
-``target/dependency``."""
+``target/dependency``. The code is compiled on the class path: a ``module-info.java`` is left
+out (its ``requires`` would need the jars on a module path)."""
 
 from __future__ import annotations
 
@@ -54,7 +55,7 @@ cp_deps=$(cat /opt/repogym/java-classpath 2>/dev/null | tr '\\n' ':')
 for d in {root}target/dependency; do
   [ -d "$d" ] && cp_deps="$cp_deps$(find "$d" -name '*.jar' -printf '%p:')"
 done
-find {root}src/main/java -name '*.java' > "$w/main.txt" 2>/dev/null
+find {root}src/main/java -name '*.java' ! -name module-info.java > "$w/main.txt" 2>/dev/null
 mkdir -p "$w/main" "$w/test"
 if [ -s "$w/main.txt" ]; then
   javac -nowarn -encoding UTF-8 -d "$w/main" -cp "$cp_deps" @"$w/main.txt" 2>&1 \\
