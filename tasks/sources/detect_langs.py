@@ -13,9 +13,11 @@ what they write beside the code (lock files, generated sources) never enters an 
 - javascript/typescript: ``npm ci`` with a lock file, else ``npm install``; the runner is the
   one in ``devDependencies`` (jest, vitest or mocha), Mocha with the ``--require`` options of
   the package's test script.
-- java: the JUnit runner compiles with ``javac`` (no Maven run, so no plugin reaches the
-  network); sources that Maven's templating plugin makes from ``src/main/java-templates`` are
-  made the same way (``${project.version}`` filled in).
+- java: a Maven or Gradle build at the root, or in one folder one level down when the root has
+  none (``gson/pom.xml`` in gson's early history: the module is built alone). The JUnit runner
+  compiles with ``javac`` (no Maven run, so no plugin reaches the network); sources that
+  Maven's templating plugin makes from ``src/main/java-templates`` are made the same way
+  (``${project.version}`` filled in).
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ from repogym.tasks.schema import Environment
 
 from .detect import TreeView, load_toml
 
+JAVA_BUILDS = ("pom.xml", "build.gradle", "build.gradle.kts")
 JS_RUNNERS = ("jest", "vitest", "mocha")  # in the order a package naming several is read
 NPM = "--no-audit --no-fund --loglevel=error"
 CARGO_CONFIG = "/opt/cargo/config.toml"
@@ -45,12 +48,24 @@ def detect_language(files: set[str]) -> str | None:
         return "go"
     if "Cargo.toml" in files:
         return "rust"
-    if {"pom.xml", "build.gradle", "build.gradle.kts"} & files:
+    if set(JAVA_BUILDS) & files:
         return "java"
     if "package.json" in files:
         typed = "tsconfig.json" in files or any(f.endswith(".ts") and not f.endswith(".d.ts")
                                                 for f in files if "node_modules/" not in f)
         return "typescript" if typed else "javascript"
+    if any(f.count("/") == 1 and f.rpartition("/")[2] in JAVA_BUILDS for f in files):
+        return "java"  # a module one level down (the root has no build file of any kind)
+    return None
+
+
+def unbuildable(files: set[str], language: str | None) -> str | None:
+    """Why a tree in ``language`` cannot be built offline, or None. Go code from before
+    modules (no ``go.mod``) imports by GOPATH: its dependencies have no versions to fetch at
+    image build time, so such a commit is no candidate."""
+    if language == "go" and "go.mod" not in files:
+        return ("pre-module Go: no go.mod at the base commit, so its imports have no versions "
+                "to fetch (mine commits from after go.mod was added)")
     return None
 
 

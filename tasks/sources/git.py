@@ -22,8 +22,10 @@ from repogym.tasks.schema import Task
 
 from . import statements
 from .common import (
+    Candidate,
     Deriver,
     Log,
+    Rejected,
     SourceOptions,
     default_deriver,
     is_code_path,
@@ -34,6 +36,7 @@ from .common import (
     split_paths,
 )
 from .detect import EnvOverrides, GitTree, detect_environment
+from .detect_langs import detect_language, unbuildable
 from .llm import LLMConfig
 
 
@@ -146,17 +149,25 @@ class GitSource:
         random.Random(self.common.seed).shuffle(found)
         return found
 
-    def candidates(self) -> Iterator[Task]:
+    def candidates(self) -> Iterator[Candidate]:
         for commit in self.commits():
             yield self.materialize(commit)
 
-    def materialize(self, commit: Commit) -> Task:
+    def materialize(self, commit: Commit) -> Candidate:
+        """The commit as a task, or Rejected when its base cannot be built offline (unless
+        the user's own setup commands say how)."""
+        instance_id = f"{slug(self.name_of_repo)}-{commit.sha[:12]}"
+        base = GitTree(self.repo, commit.parent)
+        files = set(base.files())
+        why = unbuildable(files, detect_language(files))
+        if why and (self.overrides is None or self.overrides.setup is None):
+            return Rejected(instance_id, "swe", why)
         patch, test_patch = split_commit(self.repo, commit)
         message = run_git(self.repo, "log", "-1", "--format=%B", commit.sha).strip()
         issue = issue_for(self.issues, commit.sha, message)
-        env = detect_environment(GitTree(self.repo, commit.parent), self.overrides)
+        env = detect_environment(base, self.overrides)
         return Task(
-            instance_id=f"{slug(self.name_of_repo)}-{commit.sha[:12]}",
+            instance_id=instance_id,
             repo=self.name_of_repo, base_commit=commit.parent,
             problem_statement=issue or message, patch=patch, test_patch=test_patch,
             source=str(self.repo), environment=env, kind="swe", split=self.common.split,

@@ -23,6 +23,10 @@ def test_language_by_root_files() -> None:
     assert detect_language({"go.mod", "a.go"}) == "go"
     assert detect_language({"Cargo.toml", "src/lib.rs"}) == "rust"
     assert detect_language({"gson/pom.xml", "pom.xml"}) == "java"
+    # gson's early history: the Maven module one level down, no build file at the root
+    assert detect_language({"gson/pom.xml", "gson/src/main/java/A.java", "README"}) == "java"
+    assert detect_language({"docs/pom.xml", "package.json"}) == "javascript"
+    assert detect_language({"a/b/pom.xml"}) is None
     assert detect_language({"package.json", "index.js"}) == "javascript"
     assert detect_language({"package.json", "tsconfig.json"}) == "typescript"
     # a Python package with a package.json for its docs stays Python

@@ -13,7 +13,8 @@ import pytest
 from repogym.errors import TaskError
 from repogym.tasks.repo import snapshot_commit
 from repogym.tasks.schema import Task
-from repogym.tasks.sources.common import SourceOptions
+from repogym.tasks.sources.common import Rejected, SourceOptions
+from repogym.tasks.sources.detect import EnvOverrides
 from repogym.tasks.sources.git import (
     GitOptions,
     GitSource,
@@ -172,3 +173,27 @@ def test_oversized_and_empty_candidates_are_rejected_before_running(
 def test_a_folder_without_history_is_refused(tmp_path: Path) -> None:
     with pytest.raises(TaskError, match="not a git repository"):
         GitSource(GitOptions(tmp_path), SourceOptions())
+
+
+def test_pre_module_go_commits_are_rejected_with_a_reason(tmp_path: Path) -> None:
+    """Go from before ``go.mod`` cannot be built offline: such a commit is a rejected
+    candidate (counted, with its reason) and no image is built for it."""
+    repo = tmp_path / "clamp"
+    subprocess.run(["git", "init", "-q", "--initial-branch=main", str(repo)], check=True)
+    code = "package clamp\n\nfunc Clamp(x, lo int) int {\n\tif x < lo {\n\t\treturn lo\n\t}\n"
+    test = "package clamp\n\nimport \"testing\"\n\nfunc TestBelow(t *testing.T) {}\n"
+    commit(repo, "start", {"clamp.go": code + "\treturn x\n}\n", "clamp_test.go": test})
+    old = commit(repo, "fix before modules", {"clamp.go": code + "\treturn x + 0\n}\n",
+                                             "clamp_test.go": test + "\n// more\n"})
+    commit(repo, "modules", {"go.mod": "module example.com/clamp\n\ngo 1.21\n"})
+    new = commit(repo, "fix after", {"clamp.go": code + "\treturn x\n}\n",
+                                     "clamp_test.go": test + "\n// again\n"})
+    found = {(c.instance_id.rsplit("-", 1)[1], type(c).__name__): c
+             for c in GitSource(GitOptions(repo), SourceOptions()).candidates()}
+    assert set(found) == {(old[:12], "Rejected"), (new[:12], "Task")}
+    rejected = found[(old[:12], "Rejected")]
+    assert isinstance(rejected, Rejected) and rejected.reason.startswith("pre-module Go: no go.mod")
+    # the user's own setup says how to build it: then it is a candidate like any other
+    source = GitSource(GitOptions(repo), SourceOptions(),
+                       overrides=EnvOverrides(setup=("go mod init example.com/clamp",)))
+    assert all(isinstance(c, Task) for c in source.candidates())
