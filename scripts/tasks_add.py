@@ -67,6 +67,10 @@ def _common_parser() -> argparse.ArgumentParser:
                         help="selective (default): only the tests a candidate's change reaches, "
                         "one full run for a kept one; full: every run of the whole suite in "
                         "the candidate's own image")
+    common.add_argument("--confirm-batch", type=int, default=4, metavar="K",
+                        help="kept candidates of one snapshot whose changes reach different "
+                        "tests share one confirming full run, K at most (default 4; 1: a full "
+                        "run of its own for each)")
     common.add_argument("--ray", metavar="ADDRESS", default=None,
                         help="check candidates on a Ray cluster (auto, local or HEAD:6379); "
                         "--workers then counts its workers")
@@ -282,7 +286,8 @@ def run_tasks_add(args: argparse.Namespace) -> int:
     # a bad flag raises ValueError, anything else RepogymError: the command line says which
     common = SourceOptions(args.max, args.split, args.seed, args.runs)
     check = CheckOptions(runs=args.runs, selective=args.check == "selective",
-                         workers=args.workers, seed=args.seed)
+                         workers=args.workers, seed=args.seed,
+                         confirm_batch=args.confirm_batch)
     llm = LLMConfig.from_env(args.llm_base_url, args.llm_model)
     SuiteFolder(args.out)  # a folder that is no suite is refused before any work
     if not getattr(args, "no_validate", False) and not docker_available():
@@ -305,7 +310,8 @@ def run_tasks_add(args: argparse.Namespace) -> int:
         folder = SuiteFolder(args.out, config)
         folder.begin()
         result = collect(source, common.max_candidates, workers=args.workers, journal=folder,
-                         skip=folder.skip)
+                         skip=folder.skip, gate=checker.gate if checker else None,
+                         in_flight=checker.in_flight if checker else None)
         result.kept = _rebind(result.kept, built)
         if certifying:  # a task that an attack beats is no task (unless --keep-hackable)
             certify_collected(result, args)

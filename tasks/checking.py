@@ -53,6 +53,7 @@ from repogym.envs.sandbox.docker import DockerSandbox
 from repogym.envs.sandbox.pool import SandboxPool
 from repogym.errors import RepogymError, TaskError
 from repogym.progress import Progress
+from repogym.tasks.batches import Batches, Gate
 from repogym.tasks.coverage import CoverageMap
 from repogym.tasks.images import ensure_image
 from repogym.tasks.schema import Task
@@ -89,10 +90,14 @@ class CheckOptions:
     workers: int = 1  # warm grading containers kept per image
     seed: int = 0
     trace_factor: float = 2.0  # the mapping run may take this many times the task's timeout
+    confirm_batch: int = 4  # kept candidates one confirming full run may serve (batches.py)
 
     def __post_init__(self) -> None:
         if self.runs < 1:
             raise ValueError(f"--runs {self.runs}: tests must run at least once per side.")
+        if self.confirm_batch < 1:
+            raise ValueError(f"--confirm-batch {self.confirm_batch}: give at least 1 (1: a "
+                             "full run of its own for every kept candidate).")
         if self.sample < 0 or self.workers < 1:
             raise ValueError(f"sample={self.sample}, workers={self.workers}: give sample >= 0 "
                              "and at least one worker.")
@@ -128,6 +133,12 @@ class Checker:
         w = self.options.workers
         self.pool = SandboxPool(size=2 * w, grader_size=w, reset={"grader": reset_grader})
         self.grader = Grader(GraderConfig(cleanup_async=False), pool=self.pool)
+        # candidates waiting for a shared confirming run step out of the gate, so that more
+        # than ``workers`` are in flight: ``in_flight`` tells the loop how many
+        batching = self.options.selective and self.options.confirm_batch > 1
+        self.gate = Gate(w) if batching else None
+        self.batches = Batches(self.options.confirm_batch, self.gate)
+        self.in_flight = w * self.options.confirm_batch if batching else w
         self._slots: dict[tuple[str | None, ...], _Slot] = {}
         self._files: dict[str, _Slot] = {}
         self._guard = leak_guard()  # candidates checked in their own images
@@ -201,7 +212,9 @@ class Checker:
         if not base.shared:
             self.log(f"{task.instance_id}: checked in its own image ({base.note})")
             return (*self._full(task), None)
+        start = time.monotonic()
         leak = self.leak(task, base.image)
+        self.add_seconds("leak checks", time.monotonic() - start)
         if leak is not None:
             return None, leak, None
         broken = diff(task, head, task.base_commit)

@@ -25,7 +25,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from repogym.tasks.sources.common import is_test_path
-from repogym.tasks.sources.pyast import definitions
+from repogym.tasks.sources.pyast import definitions, parse
 
 # A function as the map names it, and as a change names it: (path, the line its code object
 # starts on). A decorated function's code starts at its first decorator on Python 3.8+.
@@ -98,7 +98,7 @@ class _Function:
 
 def _functions(text: str) -> list[_Function] | None:
     try:
-        module = ast.parse(text)
+        module = parse(text)
     except SyntaxError:
         return None
     found = []

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from repogym.envs.grading.grader import GradingReport
+from repogym.tasks.batches import Member, Shared, inconsistency
 from repogym.tasks.coverage import Change, CoverageMap, changed_functions, combine
 from repogym.tasks.schema import Task
 from repogym.tasks.sources.common import run_git
@@ -43,7 +44,8 @@ class Candidate:
             return self.full(f"{len(affected) if affected else 'every'} of {every} tests "
                              f"reached{': ' + self.change.everywhere if affected is None else ''}")
         selected = sorted(affected | set(sample))
-        runs = [self.run(selected) for _ in range(opts.runs)]
+        # the confirming full run is the last of the ``runs`` runs of the selected tests
+        runs = [self.run(selected) for _ in range(max(1, opts.runs - 1))]
         problem = run_problem(runs, base.runs) or self.not_applied(runs)
         if problem:
             return None, problem
@@ -74,6 +76,42 @@ class Candidate:
 
     def confirm(self, selected: list[GradingReport], affected: set[str]
                 ) -> tuple[Task | None, str]:
+        """A full run shared with other kept candidates of the snapshot when it confirms them
+        all (``repogym.tasks.batches``), else one of its own."""
+        member = Member(self.task.instance_id, self.broken, frozenset(affected), {
+            t: {r.statuses[t] for r in selected if t in r.statuses}
+            for t in set().union(*(r.statuses for r in selected))})
+        shared = self.c.batches.confirm(
+            self.base.image, member,
+            lambda patch: self.c.grade(self.image_task, patch, self.base.image, None))
+        if shared is not None:
+            why = inconsistency(shared, self.base.runs)
+            if why is None:
+                return self.from_shared(shared, member, selected)
+            self.c.count("shared confirming runs that confirmed nobody")
+            self.c.log(f"{self.task.instance_id}: confirmed alone ({why})")
+        return self.alone(selected, affected)
+
+    def from_shared(self, shared: Shared, member: Member, selected: list[GradingReport]
+                    ) -> tuple[Task | None, str]:
+        """The lists of the member's own full run: its selected tests' outcomes from the
+        shared run (where only its change reaches them), the snapshot's everywhere else."""
+        self.c.count("candidates confirmed by a shared full run")
+        after = self.base.runs[0].statuses
+        mine = shared.outcomes(member)
+        flaky = flaky_of(self.base.runs) | flaky_partial([mine, *(r.statuses for r in selected)])
+        f2p, p2p = measured_lists({**after, **mine}, after, flaky)
+        if not f2p:
+            return None, no_f2p_reason(self.base.runs[0])
+        extra = {**self.task.extra, "checked": {
+            "image": self.base.image, "reached": len(member.affected), "missed": [],
+            "confirmed_with": [m.instance_id for m in shared.members
+                               if m.instance_id != member.instance_id]}}
+        return self.task.with_(FAIL_TO_PASS=tuple(f2p), PASS_TO_PASS=tuple(p2p),
+                               extra=extra), "ok"
+
+    def alone(self, selected: list[GradingReport], affected: set[str]
+              ) -> tuple[Task | None, str]:
         """One full run; the lists come from it (and the partial runs, for flakiness)."""
         confirm = self.run(None)
         problem = run_problem([confirm], self.base.runs) or self.not_applied([confirm])

@@ -11,6 +11,9 @@ of a selective run are those full runs give.
     # every candidate of a run checked again the old way (own image, full runs): same lists?
     python tools/measure_creation.py lists runs/creation/after-1 --max 10
 
+    # two runs over the same candidates (same --seed and --max): same outcomes and lists?
+    python tools/measure_creation.py compare runs/creation/after-1 runs/creation/before-1
+
     # the README's table from every run recorded
     python tools/measure_creation.py table runs/creation
 
@@ -127,6 +130,36 @@ def lists(args: argparse.Namespace) -> int:
     return 0 if summary["identical"] == summary["checked"] else 1
 
 
+def compare(args: argparse.Namespace) -> int:
+    """Two runs over the same candidates (same source, ``--seed`` and ``--max``; e.g. one
+    selective and one ``--check full``): the same candidates kept, with the same lists?"""
+    def outcomes(suite: Path) -> dict[str, Any]:
+        report = json.loads((suite / "report.json").read_text())
+        kept = {}
+        if (suite / "tasks.jsonl").exists():
+            for line in (suite / "tasks.jsonl").read_text().splitlines():
+                task = json.loads(line)
+                kept[task["instance_id"]] = (task["FAIL_TO_PASS"], task["PASS_TO_PASS"])
+        return {o["instance_id"]: kept.get(o["instance_id"]) for o in report["candidates"]}
+
+    a, b = outcomes(Path(args.a)), outcomes(Path(args.b))
+    rows = []
+    for instance in sorted(set(a) & set(b)):
+        x, y = a[instance], b[instance]
+        row: dict[str, Any] = {"instance_id": instance, "a": "kept" if x else "rejected",
+                               "b": "kept" if y else "rejected", "identical": x == y}
+        if x and y and x != y:
+            row["only_a"] = sorted(set(x[0] + x[1]) - set(y[0] + y[1]))[:10]
+            row["only_b"] = sorted(set(y[0] + y[1]) - set(x[0] + x[1]))[:10]
+            row["moved"] = sorted(set(x[0]) ^ set(y[0]))[:10]
+        rows.append(row)
+        print(json.dumps(row))
+    same = sum(r["identical"] for r in rows)
+    print(f"{same} of {len(rows)} candidates the same in both (kept with identical lists, or "
+          f"rejected by both); {len(set(a) ^ set(b))} tried by one run only")
+    return 0 if same == len(rows) else 1
+
+
 def table(args: argparse.Namespace) -> int:
     rows = [json.loads(line) for line in (Path(args.out) / "results.jsonl").read_text()
             .splitlines() if line.strip()]
@@ -153,13 +186,16 @@ def main(argv: list[str] | None = None) -> int:
     li.add_argument("suite")
     li.add_argument("--max", type=int, default=None)
     li.add_argument("--runs", type=int, default=2)
+    c = sub.add_parser("compare", help="two runs over the same candidates: same lists?")
+    c.add_argument("a")
+    c.add_argument("b")
     t = sub.add_parser("table", help="the results as a Markdown table")
     t.add_argument("out", nargs="?", default="runs/creation")
     args = parser.parse_args(argv)
     if args.what == "run":
         args.command = [c for c in args.command if c != "--"]
         return run(args)
-    return lists(args) if args.what == "lists" else table(args)
+    return {"lists": lists, "compare": compare, "table": table}[args.what](args)
 
 
 if __name__ == "__main__":

@@ -24,7 +24,7 @@ class Place:
 
 def _functions(text: str) -> list[pyast.Definition]:
     try:
-        module = ast.parse(text)
+        module = pyast.parse(text)
     except SyntaxError:
         return []
     return [d for d in pyast.definitions(module) if not d.is_class]

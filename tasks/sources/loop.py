@@ -13,19 +13,23 @@ checking those candidates again. Candidates a suite already holds are skipped wi
 
 from __future__ import annotations
 
+import contextlib
 import queue
 import threading
 import time
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from repogym.errors import TaskError
 from repogym.tasks.schema import Task
 
 from . import heartbeat
 from .common import Log, Rejected, TaskSource, log_stderr, reason_kind
+
+if TYPE_CHECKING:
+    from repogym.tasks.batches import Gate
 
 # Consecutive infrastructure failures after which a run stops: the rest would fail alike.
 MAX_INFRA_FAILURES = 3
@@ -83,17 +87,23 @@ class Journal(Protocol):
 
 def collect(source: TaskSource, max_candidates: int | None = None, log: Log = log_stderr, *,
             workers: int = 1, journal: Journal | None = None,
-            skip: Callable[[Task], bool] | None = None) -> Collected:
+            skip: Callable[[Task], bool] | None = None, gate: Gate | None = None,
+            in_flight: int | None = None) -> Collected:
     """Checks candidates until ``max_candidates`` were tried or none are left.
 
     A ``TaskError`` while checking rejects that candidate; any other error stops the run, and
     so do ``MAX_INFRA_FAILURES`` infrastructure rejections in a row (Docker is down, the image
     does not build): every later candidate would fail the same way. An interrupt (Ctrl-C) stops
     it too, keeping what was checked so far: the caller still writes it.
+
+    ``gate`` (a checker's): at most ``workers`` checks work at once, and up to ``in_flight``
+    candidates are handed out, for checks that wait on one another (a shared confirming run,
+    ``repogym.tasks.batches``) step out of the gate meanwhile.
     """
     if workers < 1:
         raise ValueError(f"--workers {workers}: give at least 1.")
-    run = _Run(source, max_candidates, log, workers, journal, skip)
+    run = _Run(source, max_candidates, log, workers, journal, skip, gate,
+               max(workers, in_flight or workers) if gate is not None else workers)
     start = time.monotonic()
     try:
         run.loop()
@@ -139,9 +149,10 @@ class _Run:
     """One run of the loop: the candidates handed out, the outcomes that came back."""
 
     def __init__(self, source: TaskSource, max_candidates: int | None, log: Log, workers: int,
-                 journal: Journal | None, skip: Callable[[Task], bool] | None) -> None:
+                 journal: Journal | None, skip: Callable[[Task], bool] | None,
+                 gate: Gate | None, in_flight: int) -> None:
         self.source, self.max, self.log, self.workers = source, max_candidates, log, workers
-        self.journal, self.skip = journal, skip
+        self.journal, self.skip, self.gate, self.in_flight = journal, skip, gate, in_flight
         self.result = Collected()
         self.finished: list[tuple[int, dict[str, Any], Task | None]] = []
         self.handed = 0  # candidates handed out (tried or being tried)
@@ -174,7 +185,7 @@ class _Run:
                 self.finish(index, task, earlier[1], earlier[0]["reason"], resumed=True)
             elif isinstance(task, Rejected):
                 self.finish(index, task, None, task.reason)
-            elif self.workers == 1:
+            elif self.in_flight == 1:
                 self.finish(index, task, *check_one(self.source, task, self.log,
                                                     self.label(index, task)))
             else:
@@ -183,11 +194,11 @@ class _Run:
             self.collect_one()
 
     def submit(self, index: int, task: Task) -> None:
-        while self.inflight >= self.workers:
+        while self.inflight >= self.in_flight:
             self.collect_one()
         if self.stop:
             return
-        if len(self.threads) < self.workers:
+        if len(self.threads) < self.in_flight:
             thread = threading.Thread(target=self.work, daemon=True,
                                       name=f"repogym-check-{len(self.threads)}")
             self.threads.append(thread)
@@ -202,8 +213,9 @@ class _Run:
                 return
             index, task = item
             try:
-                answer: tuple[Task | None, str] | BaseException = check_one(
-                    self.source, task, self.log, self.label(index, task))
+                with self.gate.working() if self.gate else contextlib.nullcontext():
+                    answer: tuple[Task | None, str] | BaseException = check_one(
+                        self.source, task, self.log, self.label(index, task))
             except BaseException as exc:  # noqa: BLE001 - handed to the main thread
                 answer = exc
             self.done.put((index, task, answer))

@@ -306,7 +306,7 @@ def _blank(module: ast.Module, qualname: str, occurrence: int) -> str:
 
 @functools.lru_cache(maxsize=32)
 def _blank_original(text: str, qualname: str, occurrence: int) -> str:
-    return _blank(ast.parse(text), qualname, occurrence)
+    return _blank(pyast.parse(text), qualname, occurrence)
 
 
 def verify(text: str, mutation: Mutation) -> str | None:
@@ -318,12 +318,12 @@ def verify(text: str, mutation: Mutation) -> str | None:
     for replacement in attempts:
         new_text = mutation.apply(text, replacement)
         try:
-            new_module = ast.parse(new_text)
+            new_module = pyast.parse(new_text)
             fn = pyast.find(new_module, mutation.qualname, mutation.occurrence)
             if _digest(fn) != mutation.expected:
                 continue
             # compiling catches what parsing lets through (e.g. a misplaced ``nonlocal``)
-            compile(new_module, mutation.file, "exec", dont_inherit=True)
+            pyast.compile_tree(new_module, mutation.file)
         except (SyntaxError, ValueError, KeyError):
             continue
         where = (mutation.qualname, mutation.occurrence)

@@ -87,7 +87,7 @@ def find_targets(files: dict[str, str], granularity: str, min_lines: int = 3) ->
     found = []
     for path, text in sorted(files.items()):
         try:
-            module = ast.parse(text)
+            module = pyast.parse(text)
         except SyntaxError:
             continue
         if granularity == "module":
@@ -105,7 +105,7 @@ def find_targets(files: dict[str, str], granularity: str, min_lines: int = 3) ->
 
 def remove_body(text: str, target: Target) -> str:
     """``text`` with the target's function bodies replaced by ``raise NotImplementedError``."""
-    return pyast.stub_bodies(pyast.Source(text), _functions(ast.parse(text), target))
+    return pyast.stub_bodies(pyast.Source(text), _functions(pyast.parse(text), target))
 
 
 def reference(text: str, target: Target) -> Reference:
@@ -113,7 +113,7 @@ def reference(text: str, target: Target) -> Reference:
     if target.granularity == "module":
         code = text
     else:
-        node = pyast.find(ast.parse(text), target.qualname, target.occurrence)
+        node = pyast.find(pyast.parse(text), target.qualname, target.occurrence)
         code = pyast.source_of(pyast.Source(text), node)
     ref: Reference = {"file": target.file, "qualname": target.qualname,
                       "granularity": target.granularity, "source": code}
@@ -142,7 +142,7 @@ def _names(target: Target, module: ast.Module) -> list[str]:
 def usages(files: dict[str, str], target: Target, text: str) -> list[str]:
     """Lines elsewhere that use the target, tests first: ``path:line: code``."""
     own = _own_lines(text, target)
-    names = _names(target, ast.parse(text))
+    names = _names(target, pyast.parse(text))
     if not names:
         return []
     pattern = re.compile(r"\b(" + "|".join(map(re.escape, names)) + r")\b")
@@ -163,7 +163,7 @@ def usages(files: dict[str, str], target: Target, text: str) -> list[str]:
 def _own_lines(text: str, target: Target) -> range:
     if target.granularity == "module":
         return range(1, text.count("\n") + 2)
-    node = pyast.find(ast.parse(text), target.qualname, target.occurrence)
+    node = pyast.find(pyast.parse(text), target.qualname, target.occurrence)
     return range(node.lineno, (node.end_lineno or node.lineno) + 1)
 
 
@@ -188,7 +188,7 @@ def specification(files: dict[str, str], target: Target) -> str:
     """The problem statement: what to implement and how it is used, without the code.
     ``files`` holds every Python file of the repository (tests included) by path."""
     text = files[target.file]
-    src, module = pyast.Source(text), ast.parse(text)
+    src, module = pyast.Source(text), pyast.parse(text)
     where = f"`{target.file}` (module `{pyast.module_name(target.file)}`)"
     if target.granularity == "module":
         head = (f"Every function and method in {where} has lost its body: each now raises "
@@ -241,7 +241,7 @@ class ReplicationSource:
         tests = "\n".join(t for p, t in self.files.items() if is_test_path(p))
         rng = random.Random(self.common.seed)
         words = set(re.findall(r"\w+", tests))
-        modules = {path: ast.parse(self.library[path]) for path in {t.file for t in found}}
+        modules = {path: pyast.parse(self.library[path]) for path in {t.file for t in found}}
         named = {t for t in found if words.intersection(_names(t, modules[t.file]))}
         mentioned = [t for t in found if t in named]
         rest = [t for t in found if t not in named]

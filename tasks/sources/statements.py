@@ -19,7 +19,7 @@ from typing import Any
 
 from repogym.tasks.schema import Task
 
-from .pyast import module_name
+from .pyast import module_name, parse
 
 MAX_FACTS = 6  # failures described, at most
 MAX_MESSAGE_LINES = 8
@@ -84,7 +84,7 @@ def _exported(init: str, module: str, name: str) -> bool:
     """Whether the package's ``__init__`` makes ``name`` of ``module`` its own."""
     tail = module.split(".", 1)[1]
     try:
-        tree = ast.parse(init)
+        tree = parse(init)
     except SyntaxError:
         return False
     for node in ast.walk(tree):

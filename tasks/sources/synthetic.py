@@ -75,7 +75,7 @@ def mutations(files: dict[str, str], operators: tuple[str, ...], seed: int,
     per_function: list[list[mutate.Mutation]] = []
     for path, text in sorted(files.items()):
         try:
-            module = ast.parse(text)
+            module = pyast.parse(text)
         except SyntaxError:
             continue
         for definition in pyast.definitions(module):
@@ -99,7 +99,7 @@ def _test_source(files: dict[str, str], test_id: str) -> str | None:
         return None
     qualname = re.sub(r"\[.*\]$", "", rest).replace("::", ".")
     try:
-        node = pyast.find(ast.parse(text), qualname)
+        node = pyast.find(pyast.parse(text), qualname)
     except (SyntaxError, KeyError):
         return None
     lines = pyast.source_of(pyast.Source(text), node).splitlines()
@@ -242,7 +242,7 @@ class SyntheticSource:
         base = self.work.commit_files({mutation.file: buggy}, f"Change {mutation.qualname}",
                                       f"synthetic/{mutation.key}")
         src = pyast.Source(text)
-        node = pyast.find(ast.parse(text), mutation.qualname, mutation.occurrence)
+        node = pyast.find(pyast.parse(text), mutation.qualname, mutation.occurrence)
         original = pyast.source_of(src, node)
         return Task(
             instance_id=f"{slug(self.work.name)}-synthetic-{mutation.operator}-{mutation.key}",

@@ -188,7 +188,7 @@ def target_functions(text: str, reference: dict[str, Any]) -> list[TargetFunctio
     """The functions a replication task removed, from the reference's module text."""
     from repogym.tasks.sources import pyast
 
-    module = ast.parse(text)
+    module = pyast.parse(text)
     defs = [d for d in pyast.definitions(module) if not d.is_class]
     if reference["granularity"] != "module":
         node = pyast.find(module, reference["qualname"], reference.get("occurrence", 0))
