@@ -49,6 +49,7 @@ from repogym.envs.grading.grader import (
 )
 from repogym.envs.grading.recycle import reset_grader
 from repogym.envs.grading.testcmd import runs_pytest
+from repogym.envs.sandbox.base import SandboxLost
 from repogym.envs.sandbox.docker import DockerSandbox
 from repogym.envs.sandbox.pool import SandboxPool
 from repogym.errors import RepogymError, TaskError
@@ -280,7 +281,12 @@ class Checker:
         self.count(kind)
         start = time.monotonic()
         try:
-            return self.grader.grade(task, patch, image, tests or ())
+            try:
+                return self.grader.grade(task, patch, image, tests or ())
+            except SandboxLost as exc:  # a container's runner lost: once more, in another one
+                self.count("runs again after a lost container")
+                self.log(f"{task.instance_id}: a test run lost its container ({exc}); again")
+                return self.grader.grade(task, patch, image, tests or ())
         finally:
             self.add_seconds(kind, time.monotonic() - start)
 

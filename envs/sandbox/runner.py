@@ -31,6 +31,7 @@ if TYPE_CHECKING:
     from repogym.envs.sandbox.docker import DockerSandbox
 
 READY = b"__RG_RUNNER_READY\n"
+READY_WAIT = 60.0  # seconds a runner may take to say it is ready
 # The loop that reads and runs requests (see the file for how, and why so)
 LOOP = script("repogym.envs.sandbox", "runner_loop.sh", bare=True)
 
@@ -79,8 +80,11 @@ class Runner:
             raise SandboxLost(f"the runner in {self.name} was closed")
         start = time.monotonic()
         deadline = start + timeout + 30  # past the limit (and `timeout -k 5`): the runner is lost
+        # a runner says it is ready once its folder exists, long before its first request as
+        # a rule: one that has not in a minute never will (its stream is lost)
+        ready_by = min(deadline, start + READY_WAIT)
         while not self.pending.endswith(READY):
-            chunk = self._read(deadline)
+            chunk = self._read(ready_by)
             if not chunk:
                 self.close()
                 raise SandboxLost(f"the runner in {self.name} did not start")

@@ -4,6 +4,7 @@ for every candidate, with fewer and smaller test runs in reused containers."""
 from __future__ import annotations
 
 import textwrap
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -11,6 +12,7 @@ import pytest
 from repogym.tasks.checking import Checker, CheckOptions
 from repogym.tasks.schema import Environment, Task
 from repogym.tasks.sources.common import SourceOptions, WorkRepo
+from repogym.tasks.sources.loop import collect
 from repogym.tasks.sources.replication import ReplicationOptions, ReplicationSource
 from repogym.tasks.sources.synthetic import SyntheticOptions, SyntheticSource
 from repogym.tasks.validate import derive_lists
@@ -158,3 +160,37 @@ def test_an_installed_copy_sends_candidates_to_their_own_images(tmp_path: Path) 
         base = checker.baseline(task.with_(base_commit=work.head, patch=""))
         assert not base.problem and base.coverage is not None
         assert not base.shared and "not /testbed" in base.note
+
+
+class _Listed:
+    name = "listed"
+
+    def __init__(self, tasks: list[Task], checker: Checker) -> None:
+        self.tasks, self.check = tasks, checker.derive
+
+    def candidates(self) -> Iterator[Task]:
+        return iter(self.tasks)
+
+
+def test_kept_candidates_share_a_confirming_run_and_keep_the_lists_of_full_runs(
+        work: WorkRepo) -> None:
+    """Planted bugs in both modules (their tests apart) checked as `tasks add` checks them:
+    one full run confirms several, and their lists are those of their own full runs."""
+    synthetic = SyntheticSource(work, SyntheticOptions(work.path), SourceOptions(seed=3), ENV,
+                                derive=lambda t: (t, ""), log=lambda _m: None)
+    made = [t for t in synthetic.candidates() if isinstance(t, Task)]
+    picked: list[Task] = []
+    for i in range(2):  # alternate the modules: neighbours reach different tests
+        picked += [t for t in made if "shapes/geometry.py" in t.patch][i:i + 1]
+        picked += [t for t in made if "shapes/text.py" in t.patch][i:i + 1]
+    with Checker(CheckOptions(runs=1, workers=1, confirm_batch=4)) as checker:
+        result = collect(_Listed(picked, checker), log=lambda _m: None, gate=checker.gate,
+                         in_flight=checker.in_flight)
+        summary = checker.summary()
+    shared = [t for t in result.kept if t.extra["checked"].get("confirmed_with")]
+    assert len(shared) >= 2, (summary, result.outcomes)
+    assert summary["counts"]["candidates confirmed by a shared full run"] == len(shared)
+    for task in shared:
+        full, why = derive_lists(task.with_(FAIL_TO_PASS=(), PASS_TO_PASS=()), runs=1)
+        assert full is not None, why
+        assert (task.FAIL_TO_PASS, task.PASS_TO_PASS) == (full.FAIL_TO_PASS, full.PASS_TO_PASS)
