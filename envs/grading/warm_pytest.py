@@ -132,6 +132,7 @@ class WarmPytest:
     reader: FrameReader
     ready: bool = False
     pid: int | None = None  # in the container's namespace, once ready
+    keep: object = None  # the engine's response object behind ``sock`` (see Runner.start)
 
     @classmethod
     def start(cls, box: DockerSandbox, env: dict[str, str]) -> WarmPytest:
@@ -144,7 +145,7 @@ class WarmPytest:
             raw = api.exec_start(exec_id, socket=True)
         sock: socket.socket = getattr(raw, "_sock", raw)
         sock.setblocking(True)
-        return cls(exec_id, sock, FrameReader(sock))
+        return cls(exec_id, sock, FrameReader(sock), keep=raw)
 
     def wait_ready(self, timeout: float) -> bool:
         """Whether the process imported pytest (it says so on its first line)."""

@@ -45,6 +45,7 @@ class Runner:
         self.name = name
         self.closed = False
         self.pending = b""  # what came before the ready line was seen
+        self.keep: object = None
 
     @classmethod
     def start(cls, box: DockerSandbox, user: str = "root") -> Runner:
@@ -58,7 +59,11 @@ class Runner:
             raw = api.exec_start(exec_id, socket=True)
         sock: socket.socket = getattr(raw, "_sock", raw)
         sock.setblocking(True)
-        return cls(sock, box.name)
+        runner = cls(sock, box.name)
+        # the engine's response object stays with the socket it hijacked, as the engine's
+        # client intends: collected, it closes or hands back what the socket rides on
+        runner.keep = raw
+        return runner
 
     def _read(self, deadline: float) -> bytes:
         left = deadline - time.monotonic()

@@ -64,6 +64,7 @@ class SocketTransport:
 
     def __init__(self, raw: Any, container: Any, user: str | None):
         self._sock: socket.socket = getattr(raw, "_sock", raw)
+        self._keep = raw  # the engine's response object behind the socket (see Runner.start)
         self._sock.setblocking(True)
         self._reader = FrameReader(self._sock)
         self._container = container
