@@ -29,10 +29,11 @@ def parse(text: str, filename: str = "<unknown>", mode: str = "exec") -> ast.Mod
         return ast.parse(text, filename, mode)  # type: ignore[return-value]
 
 
-def compile_tree(tree: ast.AST, filename: str) -> object:
+def compile_tree(tree: ast.Module, filename: str) -> object:
     """``compile`` of a tree, one thread at a time (it converts the tree back)."""
     with _AST_LOCK:
         return compile(tree, filename, "exec", dont_inherit=True)
+
 
 FunctionNode = ast.FunctionDef | ast.AsyncFunctionDef
 DefNode = ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef
