@@ -9,7 +9,8 @@ repository's dependencies are fetched by its ``setup`` commands when its image i
   with its dependencies bundled, checked against its published sha512: Debian's ``npm`` is
   some 360 packages that take minutes to install); dependencies with ``npm ci`` /
   ``npm install`` from the npm registry.
-- go: ``golang-1.23`` (bookworm-backports); modules with ``go mod download`` through
+- go: ``golang-1.23`` (bookworm-backports), the standard library built into the shared build
+  cache; modules with ``go mod download`` through
   ``GOPROXY`` (Go's default, or ``REPOGYM_GOPROXY``); none for a module without requirements.
 - rust: ``rustc``, ``cargo``; crates from cargo's registry, or with ``REPOGYM_CRATES=debian``
   Debian's ``librust-*-dev`` packages as a local registry (cargo's source replacement).
@@ -102,8 +103,12 @@ GO = Toolchain(
          ("GOPATH", "/opt/go"), ("GOMODCACHE", "/opt/go/pkg/mod"),
          ("GOCACHE", "/opt/go/cache"), ("GOPROXY", "off"), ("GOFLAGS", "-buildvcs=false"),
          ("CGO_ENABLED", "0")),
-    after="mkdir -p /opt/go/pkg/mod /opt/go/cache && chmod 1777 /opt/go/cache",
-    check="go version",
+    # Debian's Go ships the standard library as source: built once here, with the episodes'
+    # settings (CGO_ENABLED=0), the cache serves every task image's and episode's builds
+    # instead of each compiling it again. Writable by all, as the task setup leaves it.
+    after=("mkdir -p /opt/go/pkg/mod /opt/go/cache && go build std "
+           "&& chmod -R a+rwX /opt/go/cache && chmod 1777 /opt/go/cache"),
+    check="go version && test -z \"$(go list -f '{{if .Stale}}{{.ImportPath}}{{end}}' std)\"",
 )
 RUST = Toolchain(
     "rust", ("rustc", "cargo"),

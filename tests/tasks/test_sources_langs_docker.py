@@ -1,5 +1,5 @@
-"""`repogym tasks add git` and `synthetic` on a small Go module made at test time: its
-language and setup are detected, and the candidates are validated in Docker."""
+"""`repogym tasks add git` and `synthetic` on small Go and Java projects made at test time:
+their language and setup are detected, and the candidates are validated in Docker."""
 
 from __future__ import annotations
 
@@ -10,6 +10,9 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+
+from repogym.envs.sandbox.client import docker_client
+from repogym.tasks.images import USER
 
 CLAMP = """package clamp
 
@@ -60,6 +63,39 @@ func TestAbove(t *testing.T) {
 """
 
 
+CLAMP_JAVA = """package clamp;
+
+public final class Clamp {
+  public static int clamp(int x, int lo, int hi) {
+    if (x < lo) return lo;
+    if (x > hi) return hi;
+    return x;
+  }
+}
+"""
+CLAMP_JAVA_TEST = """package clamp;
+
+import static org.junit.Assert.assertEquals;
+
+import org.junit.Test;
+
+public class ClampTest {
+  @Test
+  public void inside() { assertEquals(5, Clamp.clamp(5, 0, 10)); }
+
+  @Test
+  public void below() { assertEquals(0, Clamp.clamp(-1, 0, 10)); }
+}
+"""
+ABOVE_JAVA_TEST = """
+  @Test
+  public void above() { assertEquals(10, Clamp.clamp(11, 0, 10)); }
+}
+"""
+POM = ('<project xmlns="http://maven.apache.org/POM/4.0.0"><modelVersion>4.0.0</modelVersion>'
+       '<groupId>x</groupId><artifactId>clamp</artifactId><version>1.0</version></project>\n')
+
+
 def git(repo: Path, *args: str) -> None:
     subprocess.run(["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@t", *args],
                    check=True, capture_output=True)
@@ -81,6 +117,26 @@ def module(root: Path) -> Path:
     return repo
 
 
+def java_module(root: Path) -> Path:
+    """gson's early layout: the Maven module in ``lib/``, nothing to build at the root."""
+    repo = root / "jclamp"
+    lib = repo / "lib" / "src"
+    (lib / "main/java/clamp").mkdir(parents=True)
+    (lib / "test/java/clamp").mkdir(parents=True)
+    git(repo, "init", "-q", "-b", "main")
+    (repo / "README.md").write_text("clamp\n")
+    (repo / "lib/pom.xml").write_text(POM)
+    main, test = lib / "main/java/clamp/Clamp.java", lib / "test/java/clamp/ClampTest.java"
+    main.write_text(CLAMP_JAVA.replace("    if (x > hi) return hi;\n", ""))
+    test.write_text(CLAMP_JAVA_TEST)
+    git(repo, "add", "-A")
+    git(repo, "commit", "-q", "-m", "Clamp below")
+    main.write_text(CLAMP_JAVA)
+    test.write_text(CLAMP_JAVA_TEST.rstrip().removesuffix("}") + ABOVE_JAVA_TEST)
+    git(repo, "commit", "-q", "-am", "Clamp above too")
+    return repo
+
+
 def add(*args: str) -> dict[str, object]:
     out = Path(args[args.index("--out") + 1])
     proc = subprocess.run([sys.executable, "-m", "repogym", "tasks", "add", *args,
@@ -94,7 +150,12 @@ def add(*args: str) -> dict[str, object]:
 @pytest.mark.slow
 @pytest.mark.toolchain("go")
 def test_go_module_mined_and_mutated(toolchain: Callable[[str], str], tmp_path: Path) -> None:
-    toolchain("go")
+    tag = toolchain("go")
+    # the standard library is in the image's build cache, usable by the tests' user
+    stale = docker_client().containers.run(
+        tag, ["go", "list", "-f", "{{if .Stale}}{{.ImportPath}}{{end}}", "std"], user=USER,
+        remove=True).decode()
+    assert stale.strip() == ""
     repo = module(tmp_path)
     add("git", str(repo), "--out", str(tmp_path / "mined"))
     task = json.loads((tmp_path / "mined" / "tasks.jsonl").read_text().splitlines()[0])
@@ -109,3 +170,17 @@ def test_go_module_mined_and_mutated(toolchain: Callable[[str], str], tmp_path: 
     assert bugs and all(b["kind"] == "synthetic" and b["FAIL_TO_PASS"] == ["TestWithin"]
                         for b in bugs)
     assert all(b["environment"]["runner"] == "gotest" for b in bugs)
+
+
+@pytest.mark.docker
+@pytest.mark.slow
+@pytest.mark.toolchain("java")
+def test_java_module_one_level_down_is_mined(toolchain: Callable[[str], str],
+                                             tmp_path: Path) -> None:
+    toolchain("java")
+    report = add("git", str(java_module(tmp_path)), "--out", str(tmp_path / "mined"))
+    assert report["kept"] == 1, report
+    task = json.loads((tmp_path / "mined" / "tasks.jsonl").read_text().splitlines()[0])
+    assert (task["environment"]["language"], task["environment"]["runner"]) == ("java", "junit")
+    assert task["FAIL_TO_PASS"] == ["clamp.ClampTest#above"]
+    assert sorted(task["PASS_TO_PASS"]) == ["clamp.ClampTest#below", "clamp.ClampTest#inside"]
