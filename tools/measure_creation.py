@@ -160,6 +160,28 @@ def compare(args: argparse.Namespace) -> int:
     return 0 if same == len(rows) else 1
 
 
+def statements(args: argparse.Namespace) -> int:
+    """The first ``--n`` problem statements of each suite, as Markdown (each cut after
+    ``--lines`` lines, and said so)."""
+    for folder in args.suites:
+        tasks = [t for t in (json.loads(line) for line in (Path(folder) / "tasks.jsonl")
+                             .read_text().splitlines() if line.strip())
+                 if args.kind is None or t["kind"] == args.kind][: args.n]
+        config = json.loads((Path(folder) / "report.json").read_text()).get("config", {})
+        print(f"## `tasks add {config.get('source', '?')}`: {Path(folder).name}\n")
+        for task in tasks:
+            lines = task["problem_statement"].rstrip().splitlines()
+            shown = lines[: args.lines]
+            if shown and shown[-1].startswith("```") is False and \
+                    sum(x.startswith("```") for x in shown) % 2:
+                shown.append("```")  # a fence cut in the middle is closed
+            cut = f" (first {args.lines} of {len(lines)} lines)" if len(lines) > args.lines \
+                else ""
+            print(f"### {task['instance_id']} ({task['kind']}){cut}\n")
+            print("````text\n" + "\n".join(shown) + "\n````\n")
+    return 0
+
+
 def table(args: argparse.Namespace) -> int:
     rows = [json.loads(line) for line in (Path(args.out) / "results.jsonl").read_text()
             .splitlines() if line.strip()]
@@ -189,13 +211,19 @@ def main(argv: list[str] | None = None) -> int:
     c = sub.add_parser("compare", help="two runs over the same candidates: same lists?")
     c.add_argument("a")
     c.add_argument("b")
+    st = sub.add_parser("statements", help="the first problem statements of suites, Markdown")
+    st.add_argument("suites", nargs="+")
+    st.add_argument("--n", type=int, default=5)
+    st.add_argument("--lines", type=int, default=14)
+    st.add_argument("--kind", help="only tasks of this kind (synthetic, replication, swe)")
     t = sub.add_parser("table", help="the results as a Markdown table")
     t.add_argument("out", nargs="?", default="runs/creation")
     args = parser.parse_args(argv)
     if args.what == "run":
         args.command = [c for c in args.command if c != "--"]
         return run(args)
-    return {"lists": lists, "compare": compare, "table": table}[args.what](args)
+    return {"lists": lists, "compare": compare, "statements": statements,
+            "table": table}[args.what](args)
 
 
 if __name__ == "__main__":
