@@ -142,36 +142,81 @@ def facts_statement(task: Task, found: list[Fact], context: str = "",
         if body.strip():
             parts.append(body.strip() + "\n")
     parts.append(_summary(found))
-    for n, fact in enumerate(found[:MAX_FACTS], 1):
-        parts.append(_describe(n, fact, name_tests, hidden))
-    if len(found) > MAX_FACTS:
-        parts.append(f"... and {len(found) - MAX_FACTS} more failures of the same kind.\n")
+    groups = _grouped(found, name_tests)
+    for n, group in enumerate(groups[:MAX_FACTS], 1):
+        parts.append(_describe(n, group, name_tests, hidden))
+    if len(groups) > MAX_FACTS:
+        parts.append(f"... and {len(groups) - MAX_FACTS} more failures of the same kind.\n")
     parts.append("Make the code behave as these checks expect, without breaking what already "
                  "works." + (" The tests are right; do not change them." if name_tests else ""))
     return "\n".join(parts)
 
 
+# what a message says is missing: a module's attribute, a name to import, a keyword argument
+_MISSING = (
+    (re.compile(r"module '([\w.]+)' has no attribute '(\w+)'"), "`{0}.{1}` does not exist"),
+    (re.compile(r"cannot import name '(\w+)' from '([\w.]+)'"), "`{1}.{0}` does not exist"),
+    (re.compile(r"(\w+)\(\) got an unexpected keyword argument '(\w+)'"),
+     "`{0}` takes no argument `{1}`"),
+)
+
+
+def missing(found: list[Fact]) -> list[str]:
+    """What the failures say is missing from the code, as sentences (no duplicates)."""
+    out: dict[str, None] = {}
+    for fact in found:
+        for pattern, text in _MISSING:
+            for match in pattern.finditer(fact.message):
+                out[text.format(*match.groups())] = None
+    return list(out)
+
+
 def _summary(found: list[Fact]) -> str:
     names = list(dict.fromkeys(c for f in found for c in f.calls))
-    if any(f.when == "collect" for f in found):
+    absent = missing(found)
+    if absent:
+        head = "; ".join(absent[:4]) + (" (and more)" if len(absent) > 4 else "") + "."
+        head = head[0].upper() + head[1:] if head[0] != "`" else head
+        if names:
+            head += " " + _behave(names)
+    elif any(f.when == "collect" for f in found):
         head = "The code that is checked cannot even be imported as it is used:"
     elif names:
-        shown = ", ".join(f"`{n}`" for n in names[:4]) + (" and others" if len(names) > 4 else "")
-        head = f"{shown} do{'es' if len(names) == 1 else ''} not behave as expected."
+        head = _behave(names)
     else:
         head = "The library does not behave as expected."
     return head + " What was observed on the current code:\n"
 
 
-def _describe(n: int, fact: Fact, name_tests: bool, hidden: list[str]) -> str:
+def _behave(names: list[str]) -> str:
+    shown = ", ".join(f"`{n}`" for n in names[:4]) + (" and others" if len(names) > 4 else "")
+    return f"{shown} do{'es' if len(names) == 1 else ''} not behave as expected."
+
+
+def _grouped(found: list[Fact], name_tests: bool) -> list[list[Fact]]:
+    """Failures with the same calls, message and phase together, when the tests are not
+    named (hidden ones): three identical paragraphs tell an agent no more than one."""
+    if name_tests:
+        return [[f] for f in found]
+    groups: dict[tuple[tuple[str, ...], str, str], list[Fact]] = {}
+    for fact in found:
+        groups.setdefault((fact.calls, fact.message, fact.when), []).append(fact)
+    return list(groups.values())
+
+
+def _describe(n: int, group: list[Fact], name_tests: bool, hidden: list[str]) -> str:
+    fact = group[0]
     where = f" (`{fact.test}`)" if name_tests else ""
+    count = len(group)
+    checks = "A check" if count == 1 else f"{count} checks"
+    fails = "fails" if count == 1 else "fail alike"
     if fact.when == "collect":
         lead = f"{n}. Importing what a test module needs fails{where}:"
     elif fact.calls:
         called = ", ".join(f"`{c}`" for c in fact.calls[:3])
-        lead = f"{n}. A check that calls {called}{where} fails:"
+        lead = f"{n}. {checks} that call{'s' if count == 1 else ''} {called}{where} {fails}:"
     else:
-        lead = f"{n}. A check{where} fails:"
+        lead = f"{n}. {checks}{where} {fails}:"
     message = "\n".join(line for line in fact.message.splitlines() if not quoted(line, hidden))
     if not message.strip():
         return lead + " (its message would quote the check itself)\n"

@@ -58,6 +58,22 @@ def test_a_statement_from_observations_quotes_no_test_line() -> None:
     assert "test_unique_in_window" not in text
 
 
+def test_what_is_missing_heads_the_statement_and_alike_failures_are_told_once() -> None:
+    message = "AttributeError: module 'pkg' has no attribute 'unique_in_window'"
+    observed = {"tests": {f"tests/test_w.py::test_{i}": {
+        "failure": {"when": "call", "message": message}, "calls": []} for i in range(3)}}
+    observed["tests"]["tests/test_w.py::test_gray"] = {"failure": {
+        "when": "call",
+        "message": "TypeError: gray_product() got an unexpected keyword argument 'repeat'"},
+        "calls": []}
+    task = _task().with_(extra={"observed": observed})
+    text = facts_statement(task, facts(task, {}.get), context="Add unique_in_window")
+    assert "`pkg.unique_in_window` does not exist; `gray_product` takes no argument `repeat`." \
+        in text
+    assert "1. 3 checks fail alike:" in text and text.count(message) == 1
+    assert "2. A check fails:" in text
+
+
 class Model(BaseHTTPRequestHandler):
     answer = ""
     seen: list[dict[str, Any]] = []
