@@ -42,8 +42,9 @@ REFUSED = [("tokio-rs/tokio", "6724"), ("vuejs/core", "11899"),
 
 
 def git(mirror: Path, *args: str) -> str:
-    return subprocess.run(["git", "-C", str(mirror), *args], capture_output=True, text=True,
-                          check=True).stdout
+    # bytes, decoded without newline translation: gson's files have CRLF line endings
+    return subprocess.run(["git", "-C", str(mirror), *args], capture_output=True,
+                          check=True).stdout.decode()
 
 
 def record(mirror: Path, pr: str) -> dict[str, str]:

@@ -446,12 +446,9 @@ def _java(commands: list[str], steps: list[str], test_patch: str, tree: _Tree,
     root = f"{module}/" if module else ""
     if tree.mirror is not None and _has_templates(tree, root):
         setup.append(_template_command(_TreeView(tree), root))
-    # the module compiles once here, so a build that cannot work fails with its reason
-    setup.append(f"find {shlex.quote(root + 'src/main/java')} -name '*.java' ! -name "
-                 f"module-info.java > /tmp/main.txt && mkdir -p /tmp/javac-check && javac "
-                 f"-nowarn -encoding UTF-8 -d /tmp/javac-check -cp \"$(tr '\\n' : < "
-                 f"{CLASSPATH} 2>/dev/null)\" @/tmp/main.txt && rm -rf /tmp/javac-check "
-                 "/tmp/main.txt")
+    # the module and its tests compile once here (as the runner compiles them), so a build
+    # that cannot work fails with its reason rather than as tests that did not run
+    setup.append(_compile_check(root))
     return {"language": "java", "runner": "junit", "log_parser": "ant", "setup": setup,
             "test_files": sorted(set(files) | set(_patch_tests(test_patch, root)))}
 
@@ -529,3 +526,20 @@ def _classpath(packages: set[str]) -> str:
             f"{names} | grep -E '^[a-z0-9][a-z0-9.+-]+$' | sort -u); do dpkg -L \"$p\" | "
             "grep -E '^/usr/share/java/[^/]+\\.jar$' || true; done | sort -u > "
             f"{CLASSPATH} && rm -rf /var/lib/apt/lists/* /tmp/apt.log && test -s {CLASSPATH}")
+
+
+def _compile_check(root: str) -> str:
+    from repogym.tasks.runner_files import JUNIT_PLATFORM
+
+    main, test = shlex.quote(root + "src/main/java"), shlex.quote(root + "src/test/java")
+    javac = "javac -nowarn -encoding UTF-8 -d"
+    return (f"w=$(mktemp -d) && mkdir -p $w/main $w/test && "
+            f"cp=\"$(tr '\\n' : < {CLASSPATH} 2>/dev/null)\" && "
+            f"find {main} -name '*.java' ! -name module-info.java > $w/main.txt && "
+            f"{{ {javac} $w/main -cp \"$cp\" @$w/main.txt > $w/log 2>&1 || {{ head -c 3000 "
+            f"$w/log; echo 'repogym: the module does not compile with javac against Debian'\\''s "
+            f"jars'; exit 1; }}; }} && {{ [ ! -d {test} ] || {{ find {test} -name '*.java' > "
+            f"$w/test.txt && {javac} $w/test -cp \"$w/main:{JUNIT_PLATFORM}:$cp\" @$w/test.txt "
+            f"> $w/log 2>&1; }} || {{ head -c 3000 $w/log; echo 'repogym: the module'\\''s tests "
+            f"do not compile against Debian'\\''s jars (an API newer than the version Debian "
+            f"packages?)'; exit 1; }}; }} && rm -rf $w")
