@@ -533,13 +533,13 @@ def _compile_check(root: str) -> str:
 
     main, test = shlex.quote(root + "src/main/java"), shlex.quote(root + "src/test/java")
     javac = "javac -nowarn -encoding UTF-8 -d"
+    said = "head -c 3000 $w/log; echo; echo 'repogym: the module"
     return (f"w=$(mktemp -d) && mkdir -p $w/main $w/test && "
             f"cp=\"$(tr '\\n' : < {CLASSPATH} 2>/dev/null)\" && "
             f"find {main} -name '*.java' ! -name module-info.java > $w/main.txt && "
-            f"{{ {javac} $w/main -cp \"$cp\" @$w/main.txt > $w/log 2>&1 || {{ head -c 3000 "
-            f"$w/log; echo 'repogym: the module does not compile with javac against Debian'\\''s "
-            f"jars'; exit 1; }}; }} && {{ [ ! -d {test} ] || {{ find {test} -name '*.java' > "
-            f"$w/test.txt && {javac} $w/test -cp \"$w/main:{JUNIT_PLATFORM}:$cp\" @$w/test.txt "
-            f"> $w/log 2>&1; }} || {{ head -c 3000 $w/log; echo 'repogym: the module'\\''s tests "
-            f"do not compile against Debian'\\''s jars (an API newer than the version Debian "
-            f"packages?)'; exit 1; }}; }} && rm -rf $w")
+            f"{{ {javac} $w/main -cp \"$cp\" @$w/main.txt > $w/log 2>&1 || {{ {said} does "
+            f"not compile with javac against Debian'\\''s jars'; exit 1; }}; }} && "
+            f"{{ [ ! -d {test} ] || {{ find {test} -name '*.java' > $w/test.txt && {javac} "
+            f"$w/test -cp \"$w/main:{JUNIT_PLATFORM}:$cp\" @$w/test.txt > $w/log 2>&1; }} || "
+            f"{{ {said}'\\''s tests do not compile against Debian'\\''s jars (an API newer "
+            f"than the version Debian packages?)'; exit 1; }}; }} && rm -rf $w")
