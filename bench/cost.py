@@ -43,7 +43,10 @@ def pytest_seconds(log: str) -> float | None:
 # --- grading -------------------------------------------------------------------------------------
 
 def _apply_gold(ctx: Context, env: Any) -> None:
-    command = f"git apply - <<'REPOGYM_BENCH_EOF'\n{ctx.task.patch.rstrip()}\nREPOGYM_BENCH_EOF"
+    # the patch as it is: a last context line of a blank line is a single space, which a strip
+    # would take away (and git would call the patch corrupt)
+    patch = ctx.task.patch if ctx.task.patch.endswith("\n") else ctx.task.patch + "\n"
+    command = f"git apply - <<'REPOGYM_BENCH_EOF'\n{patch}REPOGYM_BENCH_EOF"
     _, _, _, _, info = env.step({"tool": "bash", "command": command})
     if info.get("exit_code") != 0:
         raise RepogymError(f"the gold patch of {ctx.task.instance_id} does not apply: {info}; "

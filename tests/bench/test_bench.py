@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from repogym.bench.core import Context, Row, Stat, compare, row
-from repogym.bench.cost import pytest_seconds
+from repogym.bench.cost import _apply_gold, pytest_seconds
 from repogym.bench.run import BenchConfig, targets
 from repogym.bench.startup import startup_latency
 from repogym.scripts import bench
@@ -62,6 +62,27 @@ def test_pytest_seconds_reads_the_summary_line() -> None:
     assert pytest_seconds(log) == 0.49
     assert pytest_seconds("==== 3 passed in 61.20s (0:01:01) ====") == 61.2
     assert pytest_seconds("no summary here") is None
+
+
+def test_gold_patch_ending_in_a_blank_context_line_applies(toy_task: Task,
+                                                            tmp_path: Path) -> None:
+    """The patch goes to ``git apply`` as it is: its last line, a blank line of context, is
+    a single space that a strip would remove (git then calls the patch corrupt)."""
+    import subprocess
+
+    run = lambda *a: subprocess.run(a, cwd=tmp_path, check=True, capture_output=True)  # noqa: E731
+    (tmp_path / "a.rs").write_text("fn f() {\n    x\n}\n\nfn g() {}\n")
+    run("git", "init", "-q")
+    patch = ("diff --git a/a.rs b/a.rs\n--- a/a.rs\n+++ b/a.rs\n@@ -1,4 +1,5 @@\n fn f() {\n"
+             "+    y\n     x\n }\n \n")
+
+    class Shell:
+        def step(self, action: dict[str, str]) -> tuple[object, ...]:
+            proc = subprocess.run(["bash", "-c", action["command"]], cwd=tmp_path)
+            return None, 0.0, False, False, {"exit_code": proc.returncode}
+
+    _apply_gold(Context(toy_task.with_(patch=patch), "unused", "apply", lambda _m: None), Shell())
+    assert (tmp_path / "a.rs").read_text().startswith("fn f() {\n    y\n    x\n")
 
 
 def test_config_rejects_bad_values_with_what_to_change() -> None:
