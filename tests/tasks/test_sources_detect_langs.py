@@ -37,6 +37,8 @@ def test_test_paths_by_language_conventions() -> None:
     assert is_test_path("uuid_test.go") and is_test_path("gson/src/test/java/a/BTest.java")
     assert is_test_path("src/clamp.test.ts") and is_test_path("lib/x.spec.js")
     assert is_test_path("tests/uri.rs") and is_test_path("test/json.js")
+    # cargo's benches: on the test side, as grading protects them (a gold patch never holds them)
+    assert is_test_path("benches/bench.rs") and not is_test_path("benches/run.py")
     assert not is_test_path("src/lib.rs") and not is_test_path("lib/types/json.js")
 
 
