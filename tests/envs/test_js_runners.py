@@ -205,3 +205,41 @@ def test_runner_grades_for_real(runner: str, toolchain: Callable[[str], str],
     report = grader.grade(measured, forged, ensure_image(measured, lambda _m: None).tag)
     assert not report.resolved and "report_mismatch" in report.flags, (
         report.flags, report.invalid_reasons, report.log_tail[-2000:])
+
+
+INDENT = """\
+'use strict';
+
+/** Puts n spaces before every line of text. */
+module.exports = function indent(text, n) {
+  return text.split('\\n').map((line) => ' '.repeat(n) + line).join('\\n');
+};
+"""
+INDENT_TEST = """\
+const assert = require('assert');
+const indent = require('../lib/indent');
+
+describe('indent', function () {
+  it('indents every line', function () {
+    assert.strictEqual(indent('a\\nb', 2), '  a\\n  b');
+  });
+});
+"""
+
+
+@pytest.mark.docker
+@pytest.mark.slow
+@pytest.mark.toolchain("javascript")
+def test_mocha_tests_of_what_the_patch_adds(toolchain: Callable[[str], str],
+                                             tmp_path: Path) -> None:
+    """The hidden test requires a module the gold patch adds: before the patch mocha stops
+    while loading it and reports no test (code that does not build, as a Go package), so its
+    tests fail there and the task is kept."""
+    toolchain("javascript")
+    task = make_task("mocha", tmp_path)
+    task = task.with_(patch=new_file("lib/indent.js", INDENT),
+                      test_patch=new_file("test/indent.js", INDENT_TEST))
+    measured, reason = derive_lists(task, runs=1, grader=Grader(GraderConfig(cleanup_async=False)))
+    assert measured is not None, reason
+    assert list(measured.FAIL_TO_PASS) == ["test/indent.js > indent > indents every line"]
+    assert list(measured.PASS_TO_PASS) == []

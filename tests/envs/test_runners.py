@@ -75,6 +75,28 @@ def test_mocha_reporter_output() -> None:
     assert runner.exit_problem(0, machine) and runner.exit_problem(1, machine) is None
 
 
+# node's own report when a test file requires what the patch adds (mocha prints it and stops)
+MOCHA_LOAD_FAILURE = """\
+Error: Cannot find module '../lib/read'
+Require stack:
+- /testbed/test/utils.js
+- /testbed/test/json.js
+    at Module._resolveFilename (node:internal/modules/cjs/loader:1207:15)
+    at Object.<anonymous> (/testbed/test/utils.js:4:12)
+    at Module._compile (node:internal/modules/cjs/loader:1521:14) {
+  code: 'MODULE_NOT_FOUND',
+"""
+
+
+def test_mocha_load_failure_is_code_that_does_not_build() -> None:
+    runner = get_runner("mocha")
+    assert runner.built(MOCHA_LOAD_FAILURE, {}) is False
+    assert runner.built("ok 1 test/a.js > json > parses\n", {"test/a.js > json > parses": "PASSED"})
+    # an error inside mocha itself, or no output at all: nothing to say about the code
+    inside = MOCHA_LOAD_FAILURE.replace("/testbed/test/", "/testbed/node_modules/mocha/lib/")
+    assert runner.built(inside, {}) is None and runner.built("", {}) is None
+
+
 def test_go_events_and_forged_lines() -> None:
     runner = get_runner("gotest")
     events = [{"Action": "run", "Test": "TestA"},

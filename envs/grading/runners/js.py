@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import posixpath
 import random
+import re
 import shlex
 from typing import Any
 
@@ -19,6 +20,10 @@ from repogym.tasks.schema import Environment
 from .base import OUT, Canary, Results, camel, invocation, merge, plain_exit, put, words
 
 SEP = " > "
+# Node's report of an exception thrown while a test file loads: the error line, then its stack
+# or require stack through a repository file (node_modules is the runner's, not the code's)
+_LOAD_ERROR = re.compile(r"^(?:[A-Z]\w*Error\b|Error \[\w+\])|\bMODULE_NOT_FOUND\b", re.M)
+_REPO_FRAME = re.compile(r"^\s*(?:at .*?|- )/testbed/(?!node_modules/)\S", re.M)
 
 
 def _ext(files: list[str], default: str) -> str:
@@ -173,6 +178,16 @@ class Mocha(Jest):
                 f"    if (a[0] !== {n}) throw new Error('order ' + a);\n  }});\n}});\n")
         return Canary(path, put(path, text), {f"{path}{SEP}{suite}{SEP}{good}": "PASSED",
                                               f"{path}{SEP}{suite}{SEP}{bad}": "FAILED"})
+
+    def built(self, log: str, statuses: dict[str, str]) -> bool | None:
+        """Mocha loads every test file in one process before it runs any: a file that throws
+        while loading (a test that requires what the patch adds) stops the run with no test
+        reported, so every test of the run fails there, as a Go package that does not build."""
+        if statuses:
+            return True
+        if _LOAD_ERROR.search(log) and _REPO_FRAME.search(log):
+            return False
+        return None
 
     def exit_problem(self, code: int, statuses: dict[str, str]) -> str | None:
         # mocha exits with the number of failures (at most 255)
