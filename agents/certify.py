@@ -1,5 +1,6 @@
-"""Certificates: every attack of :mod:`repogym.agents.hacker` played against a task, and what
-each one earned.
+"""Certificates: every attack written for a task's language (:mod:`repogym.agents.hacker` for
+Python, :mod:`repogym.agents.hacker_langs` for the others) played against it, and what each one
+earned.
 
 :func:`certify` plays each hack on each task through the environment (one env for all of them,
 so the attacks share its warm agent and grading containers), aimed at the task's own hidden
@@ -19,7 +20,7 @@ import datetime
 import hashlib
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -27,7 +28,7 @@ from typing import Any
 
 import gymnasium as gym
 
-from repogym.agents.hacker import HACKS, LIMIT_HACKS, HackerAgent, adversarial_task
+from repogym.agents.hacker import HACKS, LIMIT_HACKS, HackerAgent, adversarial_task, lang_hacks
 from repogym.envs.grading.grader import GraderConfig
 from repogym.tasks.schema import Task
 from repogym.version import __version__
@@ -40,17 +41,19 @@ PASS, HACKABLE, INCOMPLETE = "pass", "hackable", "incomplete"
 class CertifyConfig:
     """Which attacks, and the limits each plays under."""
 
-    hacks: tuple[str, ...] = tuple(HACKS)
+    # every attack; each task meets those written for its language (``attacks_for``)
+    hacks: tuple[str, ...] = field(default_factory=lambda: (*HACKS, *lang_hacks()))
     timeout: float = 120.0  # seconds for each attack's test run (at most the task's own)
     loop_timeout: float = 10.0  # the same for the attacks that never end
     max_steps: int = 30
     workers: int = 1  # attacks played at once, each worker with its own env
 
     def __post_init__(self) -> None:
-        unknown = sorted(set(self.hacks) - set(HACKS) - set(LIMIT_HACKS))
+        unknown = sorted(set(self.hacks) - set(HACKS) - set(LIMIT_HACKS) - set(lang_hacks()))
         if unknown or not self.hacks:
-            raise ValueError(f"hacks={unknown or '()'}: choose from {sorted(HACKS)} (or the "
-                             f"known limits {sorted(LIMIT_HACKS)})")
+            raise ValueError(f"hacks={unknown or '()'}: choose from {sorted(HACKS)}, the other "
+                             f"languages' {sorted(lang_hacks())} (or the known limits "
+                             f"{sorted(LIMIT_HACKS)})")
         if min(self.timeout, self.loop_timeout) <= 0 or min(self.max_steps, self.workers) < 1:
             raise ValueError(f"timeout={self.timeout}, loop_timeout={self.loop_timeout}, "
                              f"max_steps={self.max_steps} and workers={self.workers} must be "
@@ -92,11 +95,24 @@ def _digest(root: Path, paths: Iterable[Path]) -> str:
     return h.hexdigest()[:12]
 
 
-def certificate(task: Task, attacks: dict[str, Attack], seconds: float) -> dict[str, Any]:
+def attacks_for(task: Task, hacks: Sequence[str]) -> tuple[str, ...]:
+    """The attacks of ``hacks`` written for ``task``'s language: the Python ones
+    (:mod:`repogym.agents.hacker`) on a Python task, each other language's own
+    (:mod:`repogym.agents.hacker_langs`) on that language's tasks."""
+    language, langs = task.environment.language, lang_hacks()
+    return tuple(h for h in hacks
+                 if (language in getattr(langs[h], "languages", ()) if h in langs
+                     else language == "python"))
+
+
+def certificate(task: Task, attacks: dict[str, Attack], seconds: float,
+                missing: str = "") -> dict[str, Any]:
+    """``missing``: why no attack was played (none of those asked for fits the task)."""
     beaten = sorted(name for name, a in attacks.items() if a.won)
-    failed = any(a.error for a in attacks.values())
+    failed = any(a.error for a in attacks.values()) or not attacks
     return {
         "result": HACKABLE if beaten else INCOMPLETE if failed else PASS,
+        **({"error": missing} if missing else {}),
         "beaten_by": beaten,
         "attacks": {name: {"reward": a.reward, "resolved": a.resolved,
                            "f2p_pass_rate": a.f2p_pass_rate, "valid": a.valid,
@@ -118,7 +134,9 @@ def certify(tasks: list[Task], config: CertifyConfig | None = None,
     process's warm containers). ``on_task`` gets each certified task as soon as it is done (a
     suite of many tasks takes hours: what is done is kept if the run stops)."""
     config = config or CertifyConfig()
-    plays = {(t.instance_id, h): _attack_task(t, h, config) for t in tasks for h in config.hacks}
+    chosen = {t.instance_id: attacks_for(t, config.hacks) for t in tasks}
+    plays = {(t.instance_id, h): _attack_task(t, h, config)
+             for t in tasks for h in chosen[t.instance_id]}
     local, envs, lock = threading.local(), list[gym.Env[Any, Any]](), threading.Lock()
 
     def attack(key: tuple[str, str]) -> Attack:
@@ -136,9 +154,13 @@ def certify(tasks: list[Task], config: CertifyConfig | None = None,
         with ThreadPoolExecutor(max_workers=config.workers) as pool:
             for i, task in enumerate(tasks, 1):
                 start = time.monotonic()
-                keys = [(task.instance_id, h) for h in config.hacks]
-                attacks = dict(zip(config.hacks, pool.map(attack, keys), strict=True))
-                cert = certificate(task, attacks, time.monotonic() - start)
+                hacks = chosen[task.instance_id]
+                keys = [(task.instance_id, h) for h in hacks]
+                attacks = dict(zip(hacks, pool.map(attack, keys), strict=True))
+                missing = "" if hacks else (
+                    f"none of the attacks asked for ({', '.join(config.hacks)}) is written for "
+                    f"{task.environment.language} tasks")
+                cert = certificate(task, attacks, time.monotonic() - start, missing)
                 beaten = ", ".join(cert["beaten_by"])
                 progress(f"[{i}/{len(tasks)}] {task.instance_id}: {cert['result']}"
                          + (f" (beaten by {beaten})" if beaten else "")

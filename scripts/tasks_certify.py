@@ -43,7 +43,8 @@ def add_certify_options(parser: argparse.ArgumentParser) -> None:
     g.add_argument("--keep-hackable", action="store_true",
                    help="keep a task that an attack beats (its certificate says which)")
     g.add_argument("--attacks", default=None, metavar="A,B",
-                   help="only these attacks (default: every one of repogym.agents.hacker.HACKS)")
+                   help="only these attacks (default: every one written for each task's language: "
+                        "repogym.agents.hacker.HACKS, repogym.agents.hacker_langs.LANG_HACKS)")
     g.add_argument("--attack-timeout", type=float, default=ATTACK_TIMEOUT, metavar="S",
                    help="seconds each attack's test run may take")
     g.add_argument("--loop-timeout", type=float, default=LOOP_TIMEOUT, metavar="S",
@@ -54,12 +55,13 @@ def add_certify_options(parser: argparse.ArgumentParser) -> None:
 
 def config_from(args: argparse.Namespace) -> CertifyConfig:
     from repogym.agents.certify import CertifyConfig
-    from repogym.agents.hacker import HACKS
 
-    hacks = (tuple(a.strip() for a in args.attacks.split(",") if a.strip()) if args.attacks
-             else tuple(HACKS))
-    return CertifyConfig(hacks=hacks, timeout=args.attack_timeout,
-                         loop_timeout=args.loop_timeout, workers=args.attack_workers)
+    limits = {"timeout": args.attack_timeout, "loop_timeout": args.loop_timeout,
+              "workers": args.attack_workers}
+    if args.attacks:
+        hacks = tuple(a.strip() for a in args.attacks.split(",") if a.strip())
+        return CertifyConfig(hacks=hacks, **limits)
+    return CertifyConfig(**limits)
 
 
 def certify_tasks(tasks: list[Task], args: argparse.Namespace,

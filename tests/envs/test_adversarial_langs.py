@@ -15,6 +15,7 @@ from typing import Any
 import gymnasium as gym
 import pytest
 
+from repogym.agents.certify import CertifyConfig, certify
 from repogym.agents.hacker import Findings, Hack, HackerAgent, Repo, Script, hack_for_task
 from repogym.agents.hacker_langs import LANG_HACKS, LangHack
 from repogym.envs.grading.grader import GraderConfig
@@ -104,3 +105,20 @@ def test_tampering_attacks_score_zero(lang: str, toolchain: Callable[[str], str]
     for name in names:
         assert LANG_HACKS[name].detected(result["flags"]), (
             f"{name}: expected {LANG_HACKS[name].flags}, got {result['flags']}")
+
+
+@pytest.mark.docker
+@pytest.mark.slow
+@pytest.mark.toolchain("javascript")
+def test_certify_plays_the_attacks_of_the_tasks_language(toolchain: Callable[[str], str]
+                                                         ) -> None:
+    """`tasks add` and `tasks certify` on a JavaScript task: its language's attacks, not
+    Python's (a Python attack on it proves nothing)."""
+    toolchain("javascript")
+    task = next(t for t in load_suite("demo-langs") if t.environment.language == "javascript")
+    config = CertifyConfig(hacks=("always_eq", "js_process_exit", "go_os_exit"), timeout=120)
+    [done] = certify([task], config, progress=lambda _line: None)
+    cert = done.certificate
+    assert cert is not None and cert["result"] == "pass", cert
+    assert list(cert["attacks"]) == ["js_process_exit"]
+    assert "canary" in cert["attacks"]["js_process_exit"]["flags"], cert

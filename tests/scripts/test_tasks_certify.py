@@ -9,11 +9,13 @@ from pathlib import Path
 
 import pytest
 
-from repogym.agents.certify import Attack, CertifyConfig, certificate
+from repogym.agents.certify import Attack, CertifyConfig, attacks_for, certificate
+from repogym.agents.hacker import HACKS
+from repogym.agents.hacker_langs import LANG_HACKS
 from repogym.scripts import tasks_certify
 from repogym.scripts.cli import main
 from repogym.scripts.tasks_certify import certify_collected, rewrite
-from repogym.tasks.schema import Task
+from repogym.tasks.schema import Environment, Task
 from repogym.tasks.sources.loop import Collected
 from repogym.tasks.suite import load_suite
 
@@ -32,6 +34,20 @@ def test_an_attack_beats_a_task_when_it_earns_anything() -> None:
     assert task.with_(certificate=held).task_hash == task.task_hash
     with pytest.raises(ValueError, match="choose from"):
         CertifyConfig(hacks=("nope",))
+
+
+def test_each_task_meets_the_attacks_written_for_its_language() -> None:
+    python = Task("t-1", "r", "0" * 40, "Fix it.")
+    go = python.with_(environment=Environment(language="go"))
+    every = CertifyConfig().hacks
+    assert attacks_for(python, every) == tuple(HACKS)
+    assert attacks_for(go, every) == tuple(n for n, h in LANG_HACKS.items() if "go" in h.languages)
+    assert attacks_for(go, every) and attacks_for(go, ("always_eq", "go_os_exit")) == (
+        "go_os_exit",)
+    # none of those asked for fits: the certificate says so and is no pass
+    assert attacks_for(go, ("always_eq",)) == ()
+    cert = certificate(go, {}, 0.0, "none fits")
+    assert cert["result"] == "incomplete" and cert["error"] == "none fits"
 
 
 def test_certificates_go_into_the_rows_and_nothing_else_changes(tmp_path: Path) -> None:
