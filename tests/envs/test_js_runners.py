@@ -169,10 +169,10 @@ CASES = {
 }
 
 
-def make_task(runner: str, root: Path) -> Task:
+def make_task(runner: str, root: Path, files: dict[str, str] | None = None) -> Task:
     case = CASES[runner]
     repo = root / runner
-    for name, text in case.files.items():
+    for name, text in {**case.files, **(files or {})}.items():
         path = repo / name
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(textwrap.dedent(text))
@@ -243,3 +243,20 @@ def test_mocha_tests_of_what_the_patch_adds(toolchain: Callable[[str], str],
     assert measured is not None, reason
     assert list(measured.FAIL_TO_PASS) == ["test/indent.js > indent > indents every line"]
     assert list(measured.PASS_TO_PASS) == []
+
+
+@pytest.mark.docker
+@pytest.mark.slow
+@pytest.mark.toolchain("javascript")
+def test_mocha_1_output_reaches_the_log(toolchain: Callable[[str], str], tmp_path: Path) -> None:
+    """mocha 1's bin/mocha spawns _mocha with an option node has dropped (customFds), and the
+    child's output was lost: every run then disagreed with its empty log (body-parser's 2014
+    history pins mocha 1)."""
+    toolchain("javascript")
+    package = json.loads(MOCHA["package.json"])
+    package["devDependencies"]["mocha"] = "1.20.1"
+    task = make_task("mocha", tmp_path, {"package.json": json.dumps(package, indent=2) + "\n"})
+    measured, reason = derive_lists(task, runs=1, grader=Grader(GraderConfig(cleanup_async=False)))
+    assert measured is not None, reason
+    assert list(measured.FAIL_TO_PASS) == CASES["mocha"].f2p
+    assert list(measured.PASS_TO_PASS) == CASES["mocha"].p2p

@@ -153,7 +153,14 @@ class Mocha(Jest):
 
     def command(self, env: Environment, files: list[str]) -> str:
         cmd = invocation(env, self.default_cmd)
-        return (f"REPOGYM_RESULTS={OUT}/mocha.json REPOGYM_ROOT=/testbed {cmd} --no-color "
+        pick = ""
+        if cmd.split(" ", 1)[0] == self.default_cmd:
+            # mocha 1's bin/mocha runs bin/_mocha with spawn's customFds, which node no longer
+            # knows: the child's output is lost (TAP lines and all); _mocha runs in-process
+            pick = ("__rg_mocha=node_modules/.bin/mocha; grep -qs customFds "
+                    "node_modules/mocha/bin/mocha && __rg_mocha=node_modules/.bin/_mocha; ")
+            cmd = "$__rg_mocha" + cmd[len(self.default_cmd):]
+        return (f"{pick}REPOGYM_RESULTS={OUT}/mocha.json REPOGYM_ROOT=/testbed {cmd} --no-color "
                 f"--reporter /opt/repogym/mocha-reporter.js -- {shlex.join(files)}")
 
     def parse(self, outputs: dict[str, str], log: str) -> dict[str, str]:
