@@ -8,6 +8,7 @@ its flags (``tests/envs/test_adversarial_langs.py``).
 
 from __future__ import annotations
 
+import posixpath
 import shlex
 from dataclasses import dataclass
 
@@ -26,11 +27,17 @@ def _titles(repo: Repo) -> list[str]:
 
 
 def _source(repo: Repo, suffix: str, skip: tuple[str, ...] = ()) -> str:
-    """A source file of the repository (not a test) that the tests load."""
-    for path in repo.files:
-        if path.endswith(suffix) and not any(s in path for s in skip):
-            return path
-    return repo.files[0]
+    """A source file of the repository (not a test) that the tests load: the one whose name
+    the aimed tests' ids name most (``WordCount.java`` for ``WordCountTiesTest#ties``), else
+    the first."""
+    sources = [p for p in repo.files if p.endswith(suffix) and not any(s in p for s in skip)]
+    aims = [t.lower() for t in repo.aims]
+
+    def named(path: str) -> int:
+        stem = posixpath.basename(path).split(".", 1)[0].lower()
+        return sum(stem in t for t in aims) if stem else 0
+
+    return max(sources, key=named) if sources else repo.files[0]
 
 
 def shell(command: str) -> HackScript:

@@ -81,6 +81,20 @@ def test_every_language_attack_is_in_the_suite() -> None:
                                                        for n in g} == set(LANG_HACKS)
 
 
+def test_code_attacks_go_where_the_hidden_tests_look() -> None:
+    """An attack in code the hidden tests never load proves nothing (demo__romans-2's tests
+    load WordCount, not Roman): the attacks take the source file the tests' ids name."""
+    from repogym.agents.hacker import Repo
+    from repogym.agents.hacker_langs import _source
+
+    files = ("src/main/java/demo/Roman.java", "src/main/java/demo/WordCount.java",
+             "src/test/java/demo/WordCountTiesTest.java")
+    repo = Repo(files, (), (), (), (), "", ("demo.WordCountTiesTest#tiesInAlphabeticalOrder",))
+    assert _source(repo, ".java", ("src/test/",)) == "src/main/java/demo/WordCount.java"
+    assert _source(Repo(files, (), (), (), (), "", ("demo.OtherTest#x",)), ".java",
+                   ("src/test/",)) == "src/main/java/demo/Roman.java"
+
+
 @pytest.mark.docker
 @pytest.mark.slow
 @pytest.mark.parametrize("name", [
