@@ -138,7 +138,7 @@ class LangRun:
         timeout = self.grader.config.timeout or env.timeout
         command = self.runner.command(env, files)
         start = time.monotonic()
-        result = self.box.exec(["bash", "-c", f"cd /testbed && {command}"], timeout=timeout,
+        result = self.box.exec(run_argv(command), timeout=timeout,
                                limit=self.grader.config.log_limit)
         self.report.test_seconds = time.monotonic() - start
         self.report.exit_code = result.exit_code
@@ -207,6 +207,15 @@ class LangRun:
     def _score(self, view: dict[str, str], missing: list[str]) -> None:
         # these statuses come from the runner's own reports: every listed test must pass
         scoring.score(self.report, self.task, view, missing, explicit_p2p=True)
+
+
+def run_argv(command: str) -> list[str]:
+    """The test run's command line. Its stderr goes into its stdout inside the container: docker
+    reads the two pipes of an exec apart and interleaves what it read, so a line that cargo
+    writes to stderr in pieces (``     Running``, then the target) could land in the middle of a
+    ``test NAME ... ok`` line on stdout, and the log parser would lose that test (under load:
+    ``demo__runlength-1``, whose results then disagreed with the runner's logfiles)."""
+    return ["bash", "-c", f"exec 2>&1; cd /testbed && {command}"]
 
 
 def with_log_keys(statuses: dict[str, str], runner: TestRunner) -> dict[str, str]:
