@@ -25,9 +25,12 @@ from repogym.bench.core import (
     wait_for,
 )
 from repogym.envs.grading.grader import Grader, GraderConfig, test_files
+from repogym.envs.grading.runners import get_runner, runner_name
+from repogym.envs.grading.stage import OUT, header_paths
 from repogym.envs.sandbox.base import SandboxConfig
 from repogym.envs.sandbox.docker import DockerSandbox
 from repogym.errors import RepogymError
+from repogym.tasks.schema import Task
 
 MIB = 1024.0 * 1024.0
 # pytest's closing line: "==== 5 passed, 1 failed in 0.12s ====" (or "in 61.20s (0:01:01)")
@@ -94,9 +97,23 @@ def _cold_grades(ctx: Context, n: int) -> list[float]:
     return times
 
 
+def plain_command(task: Task) -> str:
+    """The test command a grading run of ``task`` runs, without the harness around it: pytest's
+    on the test files, or the language runner's (``cargo test ...``, ``go test -json ...``; a
+    task of another language keeps Python's default ``test_cmd``, which would collect nothing
+    there)."""
+    name = runner_name(task.environment)
+    if name is None:
+        return f"{task.environment.test_cmd} {' '.join(test_files(task))}"
+    files = sorted(dict.fromkeys(list(task.environment.test_files)
+                                 or header_paths(task.test_patch)))
+    return get_runner(name).command(task.environment, files)
+
+
 def _plain_runs(ctx: Context, n: int) -> list[float]:
     """The same tests run by hand: the gold and test patches applied in a container of the same
-    image, then the task's test command on the same files with docker-py's ``exec_run``."""
+    image, then the test command of a grading run (``plain_command``) with docker-py's
+    ``exec_run``."""
     box = DockerSandbox(SandboxConfig(image=ctx.image, role="bench"))
     try:
         box.put_files({"gold.patch": ctx.task.patch.encode(),
@@ -105,7 +122,9 @@ def _plain_runs(ctx: Context, n: int) -> list[float]:
         if applied.exit_code != 0:
             raise RepogymError(f"the patches of {ctx.task.instance_id} do not apply: "
                                f"{applied.output[-300:]}; run `repogym tasks validate`")
-        command = f"{ctx.task.environment.test_cmd} {' '.join(test_files(ctx.task))}"
+        command = plain_command(ctx.task)
+        if runner_name(ctx.task.environment):  # its results go to the grader's folder
+            box.exec(["bash", "-c", f"mkdir -p {OUT} && chown 1000:1000 {OUT}"], user="root")
         out = []
         for _ in range(n):
             seconds, _ = timed(lambda: box.container.exec_run(

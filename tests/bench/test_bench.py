@@ -9,11 +9,11 @@ from pathlib import Path
 import pytest
 
 from repogym.bench.core import Context, Row, Stat, compare, row
-from repogym.bench.cost import _apply_gold, pytest_seconds
+from repogym.bench.cost import _apply_gold, plain_command, pytest_seconds
 from repogym.bench.run import BenchConfig, targets
 from repogym.bench.startup import startup_latency
 from repogym.scripts import bench
-from repogym.tasks.schema import Task
+from repogym.tasks.schema import Environment, Task
 
 
 def parse(*argv: str) -> argparse.Namespace:
@@ -62,6 +62,22 @@ def test_pytest_seconds_reads_the_summary_line() -> None:
     assert pytest_seconds(log) == 0.49
     assert pytest_seconds("==== 3 passed in 61.20s (0:01:01) ====") == 61.2
     assert pytest_seconds("no summary here") is None
+
+
+def test_tests_by_hand_run_the_language_runner_not_pytest() -> None:
+    """A Rust task keeps Python's default ``test_cmd``: by hand, its tests are cargo's (pytest
+    there collected nothing, so the 'tests by hand' figure measured an empty run)."""
+    test_patch = ("diff --git a/tests/t.rs b/tests/t.rs\nnew file mode 100644\n--- /dev/null\n"
+                  "+++ b/tests/t.rs\n@@ -0,0 +1 @@\n+#[test] fn t() {}\n")
+    rust = Task(instance_id="r-1", repo="r", base_commit="0" * 40, problem_statement="x",
+                patch="", test_patch=test_patch, FAIL_TO_PASS=["t"], PASS_TO_PASS=[],
+                environment=Environment(language="rust"))
+    command = plain_command(rust)
+    assert "cargo test --offline" in command and "pytest" not in command
+    python = Task(instance_id="p-1", repo="p", base_commit="0" * 40, problem_statement="x",
+                  patch="", test_patch="", FAIL_TO_PASS=["tests/test_a.py::test_a"],
+                  PASS_TO_PASS=[])
+    assert plain_command(python) == f"{python.environment.test_cmd} tests/test_a.py"
 
 
 def test_gold_patch_ending_in_a_blank_context_line_applies(toy_task: Task,
