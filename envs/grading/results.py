@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import re
 import xml.etree.ElementTree as ET
 from typing import Any
 
 PASSING = {"PASSED", "XFAIL"}
+# libtest marks a #[should_panic] test on the console, "test NAME - should panic ... ok";
+# swebench's cargo parser reads "test NAME ... ok" alone and would not see the test at all
+_SHOULD_PANIC = re.compile(r"^(\s*test\s+\S+) - should panic(\s+\.\.\.)", re.M)
 
 
 def parser_for(name: str) -> Any:
@@ -20,6 +24,8 @@ def parser_for(name: str) -> Any:
 
 
 def parse_log(log: str, parser: str) -> dict[str, str]:
+    if parser.removeprefix("parse_log_") == "cargo":
+        log = _SHOULD_PANIC.sub(r"\1\2", log)
     return dict(parser_for(parser)(log, None))
 
 

@@ -143,6 +143,20 @@ def test_cargo_logfiles() -> None:
     assert cross_check(machine, parse_log(log, "cargo"), [], runner) == []
 
 
+def test_cargo_should_panic_tests_are_read_from_the_log() -> None:
+    """libtest prints a #[should_panic] test as "test NAME - should panic ... ok", which
+    swebench's cargo parser does not read: the two sources disagreed on every such test
+    (bluss/arrayvec: each of its candidates was an invalid run)."""
+    runner = get_runner("cargo")
+    machine = runner.parse({"cargo/t-1.log": "ok drain_oob\nfailed insert_oob\nok plain\n"}, "")
+    log = ("test drain_oob - should panic ... ok\ntest insert_oob - should panic ... FAILED\n"
+           "test plain ... ok\n")
+    assert parse_log(log, "cargo") == {"drain_oob": "PASSED", "insert_oob": "FAILED",
+                                       "plain": "PASSED"}
+    assert cross_check(machine, parse_log(log, "cargo"), ["drain_oob"], runner,
+                       every_status(log, "cargo")) == []
+
+
 def test_junit_reports() -> None:
     runner = get_runner("junit")
     xml = ("<testsuite><testcase classname='demo.ATest' name='one()'/>"
