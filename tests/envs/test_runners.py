@@ -157,6 +157,25 @@ def test_cargo_should_panic_tests_are_read_from_the_log() -> None:
                        every_status(log, "cargo")) == []
 
 
+def test_cargo_logfile_records_with_messages() -> None:
+    """libtest 1.63's logfile as it is for a should_panic test that did not panic, one whose
+    panic lacked the expected text (a record over three lines) and an ignore with a reason:
+    the message comes before the name."""
+    runner = get_runner("cargo")
+    text = ("ignored: slow one ignored_why\nfailed: test did not panic as expected no_panic\n"
+            "ok plain\nok right_message\nfailed: panic did not contain expected string\n"
+            "      panic message: `\"xyz\\nsecond line\"`,\n"
+            " expected substring: `\"abc\"` wrong_message\n")
+    machine = runner.parse({"cargo/t-1.log": text}, "")
+    assert machine == {"ignored_why": "SKIPPED", "no_panic": "FAILED", "plain": "PASSED",
+                       "right_message": "PASSED", "wrong_message": "FAILED"}
+    log = ("test ignored_why ... ignored, slow one\ntest no_panic - should panic ... FAILED\n"
+           "test plain ... ok\ntest right_message - should panic ... ok\n"
+           "test wrong_message - should panic ... FAILED\n")
+    assert cross_check(machine, parse_log(log, "cargo"), ["plain"], runner,
+                       every_status(log, "cargo")) == []
+
+
 def test_junit_reports() -> None:
     runner = get_runner("junit")
     xml = ("<testsuite><testcase classname='demo.ATest' name='one()'/>"

@@ -1,9 +1,9 @@
 """``cargo test``: each test binary runs through repogym's runner
 (``/opt/repogym/cargo-runner.sh``), which gives libtest ``--logfile`` in the grader's folder,
-one file per binary (``ok NAME`` / ``failed NAME`` / ``ignored NAME``): the machine-readable
-results. The console's ``test NAME ... ok`` lines are read by swebench's ``parse_log_cargo``.
-Test ids are libtest's names (``tests::parses``), as in SWE-bench Multilingual; doc tests are
-not run."""
+one file per binary (``ok NAME`` / ``failed NAME`` / ``ignored NAME``, some with a message
+before the name: ``logfile_records``): the machine-readable results. The console's
+``test NAME ... ok`` lines are read by swebench's ``parse_log_cargo``. Test ids are libtest's
+names (``tests::parses``), as in SWE-bench Multilingual; doc tests are not run."""
 
 from __future__ import annotations
 
@@ -15,6 +15,20 @@ from repogym.tasks.schema import Environment
 from .base import OUT, Canary, Results, invocation, merge, plain_exit, put, words
 
 LOGFILE = {"ok": "PASSED", "failed": "FAILED", "ignored": "SKIPPED"}
+
+
+def logfile_records(text: str) -> list[str]:
+    """libtest's logfile, one record per test: ``STATUS NAME``, where STATUS may carry a
+    message before the name (``failed: test did not panic as expected NAME``, ``ignored: why
+    NAME``), over several lines when the message has them (``#[should_panic(expected = ...)]``:
+    the lines after the first start with spaces). The name, which has no spaces, ends it."""
+    records: list[str] = []
+    for line in text.splitlines():
+        if line[:1].isspace() and records:
+            records[-1] += "\n" + line
+        elif line.strip():
+            records.append(line.strip())
+    return records
 
 
 class CargoTest:
@@ -34,10 +48,11 @@ class CargoTest:
         for name, text in outputs.items():
             if not name.startswith("cargo/"):
                 continue
-            for line in text.splitlines():
-                word, _, test = line.strip().partition(" ")
-                if word in LOGFILE and test:
-                    merge(statuses, test.strip(), LOGFILE[word])
+            for record in logfile_records(text):
+                words_ = record.split()
+                status = LOGFILE.get(words_[0].rstrip(":,"))
+                if status and len(words_) > 1:
+                    merge(statuses, words_[-1], status)
         return statuses
 
     def log_key(self, test_id: str) -> str:
