@@ -59,6 +59,10 @@ class Runner:
             raw = api.exec_start(exec_id, socket=True)
         sock: socket.socket = getattr(raw, "_sock", raw)
         sock.setblocking(True)
+        try:  # the loop says it is ready only after this line (see runner_loop.sh)
+            sock.sendall(b"\n")
+        except OSError as exc:
+            raise SandboxLost(f"the runner in {box.name} did not start: {exc}") from exc
         runner = cls(sock, box.name)
         # the engine's response object stays with the socket it hijacked, as the engine's
         # client intends: collected, it closes or hands back what the socket rides on

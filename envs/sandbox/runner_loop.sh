@@ -34,6 +34,10 @@ end_user() {
     [ "$left" = 0 ] && return
   done
 }
+# Nothing is printed before the host's first line: what the engine sends together with the
+# headers of its answer to the exec's start is read into the engine client's HTTP buffer, not
+# the socket the host reads, and would be lost (the ready line with it).
+IFS= read -r _ || exit 1
 d=$(mktemp -d) || exit 1
 printf '__RG_RUNNER_READY\n'
 while IFS=' ' read -r n s b t u; do

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import time
 
 import pytest
@@ -107,3 +108,37 @@ def test_ending_a_user_but_the_process_it_spares(box: DockerSandbox, runner: Run
     assert len(pids) == 2, listed
     result = runner.run("ps -u repogym -o pid=", timeout=30, end_user=1000, spare=pids[0])
     assert [int(p) for p in result.output.split()] == [pids[0]], result.output
+
+
+def test_the_loop_says_nothing_before_the_host_speaks(box: DockerSandbox) -> None:
+    """What the engine sends with the headers of its answer to an exec's start lands in the
+    engine client's HTTP buffer, not on the socket: a ready line printed at once was lost there
+    now and then, and the runner "did not start" after a minute (seen in task creation). The
+    loop waits for the host's first line before it prints anything."""
+    from repogym.envs.sandbox.runner import LOOP
+    from repogym.envs.sandbox.transport import FrameReader
+
+    api = box.client.api
+    exec_id = api.exec_create(box.container.id, ["bash", "--noprofile", "--norc", "-c", LOOP],
+                              stdin=True, stdout=True, stderr=True, user="root")["Id"]
+    raw = api.exec_start(exec_id, socket=True)
+    sock = getattr(raw, "_sock", raw)
+    try:
+        time.sleep(1.0)  # time enough to print, were it to print unasked
+        sock.setblocking(False)
+        early = b""
+        with contextlib.suppress(BlockingIOError):  # the client's buffer, then the socket
+            early += raw._response.raw._fp.fp.peek(0) or b""
+        with contextlib.suppress(BlockingIOError):
+            early += sock.recv(4096)
+        assert early == b"", early
+        sock.setblocking(True)
+        sock.sendall(b"\n")
+        reader, seen = FrameReader(sock), b""
+        deadline = time.monotonic() + 30
+        while b"__RG_RUNNER_READY" not in seen and time.monotonic() < deadline:
+            assert reader.fill()
+            seen += reader.take()
+        assert b"__RG_RUNNER_READY" in seen
+    finally:
+        sock.close()
