@@ -25,8 +25,9 @@ from repogym.bench.core import (
     wait_for,
 )
 from repogym.envs.grading.grader import Grader, GraderConfig, test_files
+from repogym.envs.grading.langrun import task_test_files
 from repogym.envs.grading.runners import get_runner, runner_name
-from repogym.envs.grading.stage import OUT, header_paths
+from repogym.envs.grading.stage import OUT
 from repogym.envs.sandbox.base import SandboxConfig
 from repogym.envs.sandbox.docker import DockerSandbox
 from repogym.errors import RepogymError
@@ -105,9 +106,7 @@ def plain_command(task: Task) -> str:
     name = runner_name(task.environment)
     if name is None:
         return f"{task.environment.test_cmd} {' '.join(test_files(task))}"
-    files = sorted(dict.fromkeys(list(task.environment.test_files)
-                                 or header_paths(task.test_patch)))
-    return get_runner(name).command(task.environment, files)
+    return get_runner(name).command(task.environment, task_test_files(task))
 
 
 def _plain_runs(ctx: Context, n: int) -> list[float]:

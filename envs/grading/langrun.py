@@ -63,9 +63,7 @@ class LangRun:
         self.judge(log, outputs, canary)
 
     def test_files(self) -> list[str]:
-        env = self.task.environment
-        return sorted(dict.fromkeys(list(env.test_files) or stage.header_paths(
-            self.task.test_patch)))
+        return task_test_files(self.task)
 
     # --- staging ---------------------------------------------------------------------------
 
@@ -207,6 +205,13 @@ class LangRun:
     def _score(self, view: dict[str, str], missing: list[str]) -> None:
         # these statuses come from the runner's own reports: every listed test must pass
         scoring.score(self.report, self.task, view, missing, explicit_p2p=True)
+
+
+def task_test_files(task: Task) -> list[str]:
+    """The files a language runner is given: the task's ``test_files``, else those its test
+    patch touches."""
+    return sorted(dict.fromkeys(list(task.environment.test_files)
+                                or stage.header_paths(task.test_patch)))
 
 
 def run_argv(command: str) -> list[str]:
