@@ -163,9 +163,15 @@ def finish_script(stripped: list[str], plant: bool, locked: list[str], dirs: lis
         f"git checkout -q HEAD -- {shlex.quote(p)}; else rm -rf -- {shlex.quote(p)}; "
         "fi 2>/dev/null\n"
         for p in stripped)
-    planter = (f"python3 -I -S {GRADE_DIR}/plant.py {GRADE_DIR}/canary.json 2>&1 | tail -c 4000; "
-               f"rm -f {GRADE_DIR}/canary.json {GRADE_DIR}/plant.py {GRADE_DIR}/disguise.py\n"
-               ) if plant else ""
+    # the report line is whole however long (a disguise of hundreds of hidden tests runs to
+    # tens of kB); what else the planter says is cut. Root's files, gone before any test runs.
+    planted = f"{GRADE_DIR}/planted"
+    planter = (f"(umask 077; : >{planted}.out; : >{planted}.err)\n"
+               f"python3 -I -S {GRADE_DIR}/plant.py {GRADE_DIR}/canary.json "
+               f">>{planted}.out 2>>{planted}.err; tail -c 4000 {planted}.err; "
+               f"grep -a '^__RG_CANARY=' {planted}.out || tail -c 4000 {planted}.out; "
+               f"rm -f {planted}.out {planted}.err {GRADE_DIR}/canary.json {GRADE_DIR}/plant.py "
+               f"{GRADE_DIR}/disguise.py\n") if plant else ""
     qlocked = " ".join(shlex.quote(p) for p in locked)
     qdirs = " ".join(shlex.quote(d) for d in dirs)
     return f"""{prelude}cd /testbed
