@@ -42,6 +42,9 @@ class Layer:
     labels: Mapping[str, str] = field(default_factory=dict)  # added to the image's own
     env: tuple[str, ...] = ()  # NAME=value set in the committed image (the build sees them too)
     workdir: str = "/"
+    # labels whose value only the script knows: it prints ``REPOGYM-LABEL name=value`` (the
+    # last such line of a name wins; a name not listed here is ignored)
+    script_labels: tuple[str, ...] = ()
     timeout: float = 3600.0  # seconds the script may run
 
     def __post_init__(self) -> None:
@@ -59,6 +62,7 @@ class LayerRun:
     exit_code: int
     log: str
     seconds: float
+    labels: dict[str, str] = field(default_factory=dict)  # what the script set (script_labels)
 
 
 def build_layer(layer: Layer, progress: Progress = print) -> LayerRun:
@@ -84,9 +88,10 @@ def build_layer(layer: Layer, progress: Progress = print) -> LayerRun:
         container.start()
         exit_code = _wait(container, layer)
         log = container.logs(stdout=True, stderr=True).decode("utf-8", "replace")
+        labels = script_labels(log, layer.script_labels)
         if exit_code == 0:
-            _commit(container, base, layer)
-        return LayerRun(exit_code, log, time.monotonic() - start)
+            _commit(container, base, layer, labels)
+        return LayerRun(exit_code, log, time.monotonic() - start, labels)
     except UNREACHABLE as exc:
         raise DockerUnavailable(f"building {layer.tag}: {exc}") from exc
     except docker.errors.APIError as exc:
@@ -123,7 +128,18 @@ def _running(container: Any) -> bool:
     return bool(container.attrs.get("State", {}).get("Running"))
 
 
-def _commit(container: Any, base: Any, layer: Layer) -> None:
+def script_labels(log: str, names: tuple[str, ...]) -> dict[str, str]:
+    """The labels the script printed as ``REPOGYM-LABEL name=value``, of ``names`` only."""
+    found: dict[str, str] = {}
+    for line in log.splitlines():
+        if line.startswith("REPOGYM-LABEL "):
+            name, _, value = line[len("REPOGYM-LABEL "):].partition("=")
+            if name in names:
+                found[name] = value.strip()
+    return found
+
+
+def _commit(container: Any, base: Any, layer: Layer, labels: dict[str, str]) -> None:
     """Commits with an explicit configuration. The engine adds the build container's own
     labels to the image's, and containers started from an image inherit its labels: the
     owner labels are blanked (a blank owner is never taken for a dead one, see
@@ -133,7 +149,7 @@ def _commit(container: Any, base: Any, layer: Layer) -> None:
     repository, _, tag = layer.tag.rpartition(":")
     blank = {key: "" for key in build_labels()}
     container.commit(repository=repository, tag=tag, conf={
-        "Labels": {**blank, **(config.get("Labels") or {}), **layer.labels},
+        "Labels": {**blank, **(config.get("Labels") or {}), **layer.labels, **labels},
         "Env": env,
         "Cmd": config.get("Cmd") or ["bash"],
         "Entrypoint": config.get("Entrypoint"),

@@ -26,6 +26,7 @@ import hashlib
 import io
 import json
 import os
+import shlex
 import tarfile
 import tempfile
 import time
@@ -38,11 +39,12 @@ import docker.errors
 from repogym import settings
 from repogym.envs.sandbox.client import docker_client
 from repogym.envs.sandbox.engines import copy_image
+from repogym.envs.sandbox.util import DIFF_EXCLUDES
 from repogym.errors import ImageBuildError, SetupFailed, SetupIncomplete
 from repogym.progress import Progress
 from repogym.tasks import installed
 from repogym.tasks.build import BUILD_DIR, Layer, build_layer
-from repogym.tasks.repo import export_tree, snapshot
+from repogym.tasks.repo import SNAPSHOT_ENV, export_tree, snapshot
 from repogym.tasks.rootfs import debootstrap, rootfs_tag
 from repogym.tasks.schema import PYTHON_SUITES, Environment, Task
 
@@ -53,8 +55,8 @@ LABEL_SPEC = "org.repogym.spec"
 LABEL_COMMIT = "org.repogym.repo-commit"
 LABEL_USER = "org.repogym.user"
 RECIPE_VERSION = "2"  # the base images
-REPO_RECIPE = "3"  # repository images
-LANG_RECIPE = "2"  # other languages' repository layer (``_keep_setup_files``)
+REPO_RECIPE = "4"  # repository images (4: what setup writes is committed, ``settle_script``)
+LANG_RECIPE = "2"  # other languages' repository layer
 PRISTINE = "/opt/repogym-pristine"
 PIP = "pip==26.0.1"
 # pytest and everything it imports, installed with --no-deps: exactly these, per Python version
@@ -330,10 +332,11 @@ def ensure_image(task: Task, progress: Progress = print) -> BuiltImage:
         run = build_layer(Layer(
             image=root, tag=tag, script=_repo_script(task.environment), files=files,
             archives=(("/", _tar_folder(tree, WORKDIR.lstrip("/"))),), labels=labels,
-            workdir=WORKDIR, timeout=settings.BUILD_TIMEOUT.number()), progress)
+            workdir=WORKDIR, timeout=settings.BUILD_TIMEOUT.number(),
+            script_labels=(LABEL_COMMIT,)), progress)
     if run.exit_code != 0:
         _raise_for(tag, run.exit_code, run.log)
-    return BuiltImage(tag, commit, False, time.monotonic() - start)
+    return BuiltImage(tag, run.labels.get(LABEL_COMMIT, commit), False, time.monotonic() - start)
 
 
 def _raise_for(tag: str, code: int, log: str) -> None:
@@ -391,7 +394,7 @@ else
   echo "repogym: no Python 3.8+ on PATH: what setup installed is not checked"
 fi
 phase finish
-{_keep_setup_files(env)}\
+{settle_script(WORKDIR)}
 git -C {WORKDIR} reflog expire --expire=now --all && git -C {WORKDIR} gc -q --prune=now
 test "$(git -C {WORKDIR} rev-list --all | wc -l)" = 1
 chown -R {USER}:{USER} {WORKDIR}
@@ -401,14 +404,29 @@ rm -rf {BUILD_DIR}
 """
 
 
-def _keep_setup_files(env: Environment) -> str:
-    """Other languages' setup writes files next to the code (``package-lock.json``,
-    ``Cargo.lock``, a ``go.work``): they are the image's, never part of an agent's diff (the
-    grading container has them already, so a diff adding them would not apply)."""
-    if env.language == "python":
-        return ""
-    return (f"git -C {WORKDIR} ls-files --others --exclude-standard --directory | "
-            f"sed 's|^|/|' >> {WORKDIR}/.git/info/exclude\n")
+def settle_script(workdir: str) -> str:
+    """What the setup left in the repository becomes the base an agent starts from.
+
+    Installs write into the tree: ``*.egg-info``, a setuptools_scm ``write_to`` version file,
+    compiled extensions, ``package-lock.json``, ``Cargo.lock``. Left out of the base commit,
+    they would enter every agent's diff, which then would not apply in a grading container
+    that has them already: no agent could solve the task. So every change the setup made that
+    git does not ignore is folded into the one base commit (same identity and date as the
+    snapshot's, so the same tree is the same commit), and the caches and build metadata an
+    agent's diff leaves out (``DIFF_EXCLUDES``) are excluded for ``git status`` too. The script
+    prints the commit as the image's label."""
+    ident = " ".join(f"{k}={shlex.quote(v)}" for k, v in SNAPSHOT_ENV.items()
+                     if k.startswith("GIT_") and "CONFIG" not in k)
+    excludes = "\\n".join(DIFF_EXCLUDES)
+    return f"""cd {workdir}
+mkdir -p .git/info && printf '{excludes}\\n' >> .git/info/exclude
+git -c core.hooksPath=/dev/null add -A -- .
+if ! git diff --cached --quiet; then
+  {ident} git -c core.hooksPath=/dev/null -c commit.gpgsign=false commit -q --amend \\
+    --no-verify --allow-empty -m base
+fi
+echo "REPOGYM-LABEL {LABEL_COMMIT}=$(git rev-parse HEAD)"
+cd /"""
 
 
 def _tar_folder(folder: Path, prefix: str = "") -> bytes:

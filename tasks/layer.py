@@ -7,8 +7,9 @@ head, or an ancestor of it: swebench commits its setup on top), :func:`ensure_la
 ``repogym/layer:...`` from it instead of copying the repository in again:
 
 - the unprivileged user the agent and the tests run as;
-- ``/testbed`` re-made as one commit (the files git tracked, as they are in the image, with
-  build artefacts left untracked beside them) with no other refs, no reflog, no remotes;
+- ``/testbed`` re-made as one commit (the files git tracked, as they are in the image, and
+  what the dataset's install left there that git does not ignore: see
+  :func:`repogym.tasks.images.settle_script`) with no other refs, no reflog, no remotes;
 - the image's Python environment first on PATH (swebench's conda ``testbed`` environment);
 - the pristine copy grading starts from, and the labels the sandbox reads.
 
@@ -24,13 +25,14 @@ from typing import Any
 import docker.errors
 
 from repogym.envs.sandbox.client import docker_client
+from repogym.envs.sandbox.util import DIFF_EXCLUDES
 from repogym.errors import ImageBuildError
 from repogym.progress import Progress
 from repogym.tasks import images
 from repogym.tasks.repo import SNAPSHOT_ENV
 from repogym.tasks.schema import Task
 
-LAYER_RECIPE = "1"
+LAYER_RECIPE = "2"  # 2: what the install left is in the base commit
 CONDA_ENVS = ("/opt/miniconda3/envs/testbed", "/opt/conda/envs/testbed")
 SEARCH_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
@@ -122,6 +124,7 @@ def layer_dockerfile(image: str, probe: dict[str, Any]) -> str:
                      if k.startswith("GIT_") and "CONFIG" not in k)
     path = f"{probe['env']}/bin:{SEARCH_PATH}" if probe["env"] else None
     env_line = f"ENV PATH={path}\n" if path else ""
+    excludes = "\\n".join(DIFF_EXCLUDES)
     return f"""FROM {image}
 USER root
 {env_line}RUN (id -u {user} >/dev/null 2>&1 || useradd --create-home --uid 1000 --shell /bin/bash \\
@@ -130,6 +133,7 @@ USER root
  && git ls-files -z > /tmp/repogym-tracked && rm -rf .git \\
  && git init -q --initial-branch=main \\
  && git add -f --pathspec-from-file=/tmp/repogym-tracked --pathspec-file-nul \\
+ && mkdir -p .git/info && printf '{excludes}\\n' > .git/info/exclude && git add -A -- . \\
  && {ident} git -c commit.gpgsign=false commit -q --no-verify --allow-empty -m base \\
  && rm -rf .git/logs .git/hooks .git/ORIG_HEAD .git/FETCH_HEAD /tmp/repogym-tracked \\
  && git gc -q --prune=now && test "$(git rev-list --all | wc -l)" = 1 \\

@@ -12,6 +12,18 @@ _SAFE_GIT = (
 )
 
 
+# What never enters an agent's diff: caches and build metadata that running or installing the
+# code writes (the grading container has its own). Images list them in the repository's
+# ``.git/info/exclude`` too, so that ``git status`` does not show them (``tasks.images``).
+DIFF_EXCLUDES = ("*.pyc", "__pycache__/", "*.egg-info/", ".pytest_cache/")
+
+
+def exclude_pathspecs() -> str:
+    """:data:`DIFF_EXCLUDES` as git pathspecs, quoted for the shell."""
+    specs = [f"**/{p}**" if p.endswith("/") else f"**/{p}" for p in DIFF_EXCLUDES]
+    return " ".join(shlex.quote(f":(exclude,glob){spec}") for spec in specs)
+
+
 def git_diff_command(workdir: str, base: str) -> str:
     """A command printing the working tree's diff against ``base``, untracked files included.
 
@@ -21,9 +33,7 @@ def git_diff_command(workdir: str, base: str) -> str:
     return (
         f"cd {shlex.quote(workdir)} && rm -f {idx} && "
         f"GIT_INDEX_FILE={idx} {_SAFE_GIT} read-tree {shlex.quote(base)} && "
-        f"GIT_INDEX_FILE={idx} {_SAFE_GIT} add -A -- . ':(exclude,glob)**/*.pyc' "
-        f"':(exclude,glob)**/__pycache__/**' ':(exclude,glob)**/*.egg-info/**' "
-        f"':(exclude,glob)**/.pytest_cache/**' >/dev/null 2>&1; "
+        f"GIT_INDEX_FILE={idx} {_SAFE_GIT} add -A -- . {exclude_pathspecs()} >/dev/null 2>&1; "
         f"GIT_INDEX_FILE={idx} {_SAFE_GIT} diff --cached --binary --no-color --no-ext-diff "
         f"--no-textconv {shlex.quote(base)}; __rc=$?; rm -f {idx}; exit $__rc"
     )

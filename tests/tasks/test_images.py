@@ -248,3 +248,11 @@ def test_the_checker_runs_on_its_own() -> None:
     code = f"import runpy; runpy.run_path({installed.__file__!r}, run_name='not_main')"
     proc = subprocess.run([sys.executable, "-I", "-c", code], capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr
+
+
+def test_a_build_script_sets_only_the_labels_it_is_asked_for() -> None:
+    from repogym.tasks.build import script_labels
+
+    log = ("REPOGYM-LABEL org.repogym.repo-commit=aaa\nsetup says REPOGYM-LABEL x=1\n"
+           "REPOGYM-LABEL org.repogym.user=root\nREPOGYM-LABEL org.repogym.repo-commit=bbb\n")
+    assert script_labels(log, ("org.repogym.repo-commit",)) == {"org.repogym.repo-commit": "bbb"}
