@@ -21,6 +21,7 @@ from repogym.envs.sandbox.client import docker_available
 from repogym.errors import DockerUnavailable, RepogymError
 from repogym.scripts.tasks_certify import add_certify_options, certify_collected
 from repogym.tasks.checking import Checker, CheckOptions
+from repogym.tasks.played import check_kept
 from repogym.tasks.schema import SPLITS, Environment, Task
 from repogym.tasks.sources import mutate
 from repogym.tasks.sources.common import (
@@ -313,6 +314,9 @@ def run_tasks_add(args: argparse.Namespace) -> int:
                          skip=folder.skip, gate=checker.gate if checker else None,
                          in_flight=checker.in_flight if checker else None)
         result.kept = _rebind(result.kept, built)
+        if not getattr(args, "no_validate", False) and args.add_source in CHECKED:
+            # a task is kept only if an agent who writes the gold change is rewarded for it
+            result.drop(check_kept(result.kept, args.workers, log=log_stderr))
         if certifying:  # a task that an attack beats is no task (unless --keep-hackable)
             certify_collected(result, args)
         kept = result.kept

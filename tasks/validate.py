@@ -14,6 +14,7 @@ from repogym.envs.grading.flags import Flag
 from repogym.envs.grading.grader import Grader, GraderConfig, GradingReport
 from repogym.errors import RepogymError, SetupFailed
 from repogym.tasks.images import ensure_image
+from repogym.tasks.played import Played, played
 from repogym.tasks.schema import Task
 
 
@@ -31,6 +32,15 @@ class Validation:
 def _grade(task: Task, patch: str, runs: int, grader: Grader) -> list[GradingReport]:
     image = ensure_image(task, progress=lambda _m: None)
     return [grader.grade(task, patch, image.tag) for _ in range(runs)]
+
+
+def _grade_played(task: Task, runs: int, grader: Grader) -> tuple[list[GradingReport], Played]:
+    """The gold patch as an agent's diff (``repogym.tasks.played``), graded ``runs`` times."""
+    image = ensure_image(task, progress=lambda _m: None)
+    diff = played(image, task.patch)
+    if diff.problem:
+        return [], diff
+    return [grader.grade(task, diff.diff, image.tag) for _ in range(runs)], diff
 
 
 def derive_lists(
@@ -154,13 +164,15 @@ def flaky_tests(runs: list[dict[str, str]]) -> set[str]:
 
 
 def validate_task(task: Task, runs: int = 2, grader: Grader | None = None) -> Validation:
-    """Gold resolves the task in every run; the empty patch resolves it in none."""
+    """Gold resolves the task in every run; the empty patch resolves it in none. Gold is
+    played as an agent's change: the diff taken from a container it was applied in is what is
+    graded, so a valid task is one an agent who writes the gold change is rewarded for."""
     import time
 
     start = time.monotonic()
     grader = grader or Grader(GraderConfig(cleanup_async=False))
     try:
-        gold = _grade(task, task.patch, runs, grader)
+        gold, diff = _grade_played(task, runs, grader)
         empty = _grade(task, "", runs, grader)
     except SetupFailed as exc:
         return Validation(task.instance_id, False, f"setup fails: {_last_lines(str(exc))}", [],
@@ -174,15 +186,20 @@ def validate_task(task: Task, runs: int = 2, grader: Grader | None = None) -> Va
     gold_ok = [r.resolved for r in gold]
     empty_ok = [r.resolved for r in empty]
     reasons = []
-    if not all(gold_ok):
+    if diff.problem:
+        reasons.append(f"gold played as an agent's diff: {diff.problem}")
+    elif not all(gold_ok):
         bad = next(r for r in gold if not r.resolved)
         failing = [
             t
             for t, s in {**bad.fail_to_pass, **bad.pass_to_pass}.items()
             if s not in ("PASSED", "XFAIL", "SKIPPED")
         ]
+        why = diff.explain()
         reasons.append(
-            f"gold does not resolve it (failing: {failing[:3]}, invalid: {bad.invalid_reasons[:2]})"
+            f"gold does not resolve it (failing: {failing[:3]}, invalid: {bad.invalid_reasons[:2]}"
+            f"{', flags: ' + ', '.join(bad.flag_names()) if bad.flags else ''})"
+            + (f": played as an agent's diff, {why}" if why else "")
         )
     if any(empty_ok):
         reasons.append("the empty patch resolves it")

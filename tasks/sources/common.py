@@ -264,6 +264,7 @@ REASON_KINDS: tuple[tuple[str, str], ...] = (
     ("no fail-to-pass test", r"^no test fails before the patch and passes after it"),
     ("breaks every test", r"^breaks every test"),
     ("gold does not resolve", r"^gold does not resolve"),
+    ("gold as an agent's diff fails", r"^gold played as an agent's diff"),
     ("empty patch resolves", r"^the empty patch resolves"),
     ("flaky tests", r"^flaky tests"),
     ("patch too large", r"^patch too large"),

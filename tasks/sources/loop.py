@@ -54,6 +54,15 @@ class Collected:
     def reasons(self) -> Counter[str]:
         return Counter(reason_kind(o["reason"]) for o in self.outcomes if not o["kept"])
 
+    def drop(self, reasons: dict[str, str], **fields: Any) -> None:
+        """Kept tasks rejected after the loop (``reasons`` by instance id): out of ``kept``,
+        and their outcomes say why."""
+        for outcome in self.outcomes:
+            why = reasons.get(outcome["instance_id"])
+            if why is not None and outcome.get("kept"):
+                outcome.update(kept=False, reason=why, reason_kind=reason_kind(why), **fields)
+        self.kept = [t for t in self.kept if t.instance_id not in reasons]
+
     def summary(self) -> str:
         rejected = self.tried - len(self.kept)
         line = f"tried {self.tried}, kept {len(self.kept)}, rejected {rejected}"

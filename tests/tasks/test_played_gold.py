@@ -1,0 +1,197 @@
+"""Tasks an agent can solve: what the image's install writes into the repository is part of the
+base, gold is validated as an agent's diff, and a task whose played gold fails is named."""
+
+from __future__ import annotations
+
+import textwrap
+from pathlib import Path
+
+import gymnasium as gym
+import pytest
+
+import repogym  # noqa: F401  (registers the environment)
+from repogym.tasks.images import ensure_image
+from repogym.tasks.played import gold_as_agent, played
+from repogym.tasks.repo import snapshot_commit
+from repogym.tasks.schema import Environment, Task
+from repogym.tasks.validate import validate_task
+
+pytestmark = pytest.mark.docker
+
+# hidden tests with long names: the grader's reports (the canary planter's names each hidden
+# test function) must hold them all, however long
+N_CASES = 200
+
+PROJECT = {
+    # setuptools_scm writes the version file, an editable install the egg-info: both into the
+    # repository, neither tracked by git (this sdist-like tree has no .gitignore)
+    "pyproject.toml": """\
+        [build-system]
+        requires = ["setuptools>=64", "setuptools_scm>=8"]
+        build-backend = "setuptools.build_meta"
+
+        [project]
+        name = "scmcalc"
+        dynamic = ["version"]
+
+        [tool.setuptools]
+        packages = ["scmcalc"]
+
+        [tool.setuptools_scm]
+        write_to = "scmcalc/_version.py"
+        fallback_version = "0.0.0"
+        """,
+    "scmcalc/__init__.py": """\
+        def add(a, b):
+            return a - b
+        """,
+    "tests/test_version.py": """\
+        from scmcalc import _version
+
+
+        def test_version_is_written():
+            assert _version.version
+        """,
+}
+
+def _test_patch() -> str:
+    body = ["from scmcalc import add", ""]
+    for n in range(N_CASES):
+        body += ["", f"def test_add_keeps_the_sign_of_a_rather_long_case_number_{n:04d}():",
+                 f"    assert add({n}, 1) == {n + 1}"]
+    lines = "".join(f"+{line}\n" for line in body)
+    return ("diff --git a/tests/test_add.py b/tests/test_add.py\nnew file mode 100644\n"
+            f"--- /dev/null\n+++ b/tests/test_add.py\n@@ -0,0 +1,{len(body)} @@\n{lines}")
+
+
+PATCH = """\
+diff --git a/scmcalc/__init__.py b/scmcalc/__init__.py
+--- a/scmcalc/__init__.py
++++ b/scmcalc/__init__.py
+@@ -1,2 +1,2 @@
+ def add(a, b):
+-    return a - b
++    return a + b
+"""
+
+
+def _write(root: Path, files: dict[str, str]) -> Path:
+    for name, text in files.items():
+        path = root / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(textwrap.dedent(text))
+    return root
+
+
+@pytest.fixture(scope="module")
+def scm_task(tmp_path_factory: pytest.TempPathFactory) -> Task:
+    repo = _write(tmp_path_factory.mktemp("scm") / "scmcalc", PROJECT)
+    ids = [f"tests/test_add.py::test_add_keeps_the_sign_of_a_rather_long_case_number_{n:04d}"
+           for n in range(N_CASES)]
+    return Task(instance_id="scm__calc-1", repo="scm/calc", base_commit=snapshot_commit(repo),
+                problem_statement="add subtracts.", patch=PATCH, test_patch=_test_patch(),
+                FAIL_TO_PASS=tuple(ids), PASS_TO_PASS=("tests/test_version.py::"
+                                                       "test_version_is_written",),
+                source=str(repo),
+                environment=Environment(setup=("pip install -e .",)))
+
+
+def _episode(task: Task, patch: str) -> tuple[float, dict, str]:
+    env = gym.make("repogym/SWE-v0", tasks=[task])
+    try:
+        env.reset(options={"task_id": task.instance_id})
+        status = ""
+        if patch:
+            env.step({"tool": "create", "path": "/tmp/gold.patch", "file_text": patch})
+            obs, *_ = env.step({"tool": "bash",
+                                "command": "git apply /tmp/gold.patch && git status --short"})
+            status = str(obs)
+        _, reward, terminated, _, info = env.step({"tool": "submit"})
+        assert terminated
+        return float(reward), info, status
+    finally:
+        env.close()
+
+
+def test_what_the_install_writes_is_the_base_and_gold_played_scores_one(scm_task: Task) -> None:
+    image = ensure_image(scm_task, progress=lambda _m: None)
+    assert image.repo_commit != scm_task.base_commit  # the install's files are in the base
+    reward, info, status = _episode(scm_task, scm_task.patch)
+    # the agent sees its own change only: no version file, no egg-info
+    assert "_version.py" not in status and "egg-info" not in status, status
+    assert "scmcalc/__init__.py" in status, status
+    assert reward == 1.0, (info.get("flags"), info.get("grading", {}).get("invalid_reasons"))
+    grading = info["grading"]
+    assert grading["valid"] and len(grading["fail_to_pass"]) == N_CASES
+    assert set(grading["fail_to_pass"].values()) == {"PASSED"}
+    empty, info, _ = _episode(scm_task, "")
+    assert empty == 0.0 and info["grading"]["valid"]
+
+
+def test_the_agents_own_new_files_still_count(scm_task: Task) -> None:
+    image = ensure_image(scm_task, progress=lambda _m: None)
+    adds = PATCH + textwrap.dedent("""\
+        diff --git a/scmcalc/extra.py b/scmcalc/extra.py
+        new file mode 100644
+        --- /dev/null
+        +++ b/scmcalc/extra.py
+        @@ -0,0 +1 @@
+        +HELPER = 1
+        """)
+    diff = played(image, adds)
+    assert not diff.problem and not diff.extra and not diff.missing, diff
+    assert "scmcalc/extra.py" in diff.diff and "_version.py" not in diff.diff
+
+
+# a gold change that git in the agent's container cannot see: a new file under a path the
+# repository's .gitignore names. Graded directly, gold resolves; as an agent's diff, it does not.
+IGNORED = {
+    ".gitignore": "calc/generated_*.py\n",
+    "calc/__init__.py": """\
+        def add(a, b):
+            from calc.generated_ops import plus
+            return plus(a, b)
+        """,
+    "tests/test_mul.py": """\
+        def test_nothing_else():
+            assert True
+        """,
+}
+
+IGNORED_PATCH = """\
+diff --git a/calc/generated_ops.py b/calc/generated_ops.py
+new file mode 100644
+--- /dev/null
++++ b/calc/generated_ops.py
+@@ -0,0 +1,2 @@
++def plus(a, b):
++    return a + b
+"""
+
+IGNORED_TESTS = """\
+diff --git a/tests/test_add.py b/tests/test_add.py
+new file mode 100644
+--- /dev/null
++++ b/tests/test_add.py
+@@ -0,0 +1,4 @@
++from calc import add
++
++def test_add():
++    assert add(2, 3) == 5
+"""
+
+
+def test_validate_names_a_task_whose_gold_an_agent_cannot_submit(
+        tmp_path_factory: pytest.TempPathFactory) -> None:
+    repo = _write(tmp_path_factory.mktemp("ignored") / "calc", IGNORED)
+    task = Task(instance_id="ignored__calc-1", repo="ignored/calc",
+                base_commit=snapshot_commit(repo), problem_statement="add fails.",
+                patch=IGNORED_PATCH, test_patch=IGNORED_TESTS,
+                FAIL_TO_PASS=("tests/test_add.py::test_add",),
+                PASS_TO_PASS=("tests/test_mul.py::test_nothing_else",), source=str(repo))
+    result = validate_task(task, runs=1)
+    assert not result.ok
+    assert result.reason.startswith("gold does not resolve it"), result.reason
+    assert "calc/generated_ops.py" in result.reason and "lacks" in result.reason, result.reason
+    why = gold_as_agent(task)
+    assert why is not None and why.startswith("gold played as an agent's diff"), why
