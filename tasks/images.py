@@ -55,7 +55,8 @@ LABEL_SPEC = "org.repogym.spec"
 LABEL_COMMIT = "org.repogym.repo-commit"
 LABEL_USER = "org.repogym.user"
 RECIPE_VERSION = "2"  # the base images
-REPO_RECIPE = "4"  # repository images (4: what setup writes is committed, ``settle_script``)
+REPO_RECIPE = "5"  # repository images (4: what setup writes is committed, ``settle_script``;
+#                    5: the repository is importable by plain `pytest`, ``_IMPORTABLE``)
 LANG_RECIPE = "2"  # other languages' repository layer
 PRISTINE = "/opt/repogym-pristine"
 PIP = "pip==26.0.1"
@@ -369,6 +370,15 @@ def _root_for(env: Environment, progress: Progress) -> str:
     return ensure_toolchain(env.language, progress).tag
 
 
+# Plain `pytest` imports the repository as `python -m pytest` does, as in SWE-bench's images
+# (where setup installs it): /testbed, and its src/ folder when there is one, go at the end of
+# sys.path, so an installed copy still comes first and only what no one installed is added.
+_IMPORTABLE = (
+    "site=$(\"$PY\" -I -c 'import sysconfig; print(sysconfig.get_path(\"purelib\"))') && "
+    f"mkdir -p \"$site\" && {{ echo {WORKDIR}; if [ -d {WORKDIR}/src ]; then "
+    f"echo {WORKDIR}/src; fi; }} > \"$site/repogym-testbed.pth\"")
+
+
 def _repo_script(env: Environment) -> str:
     setup = " && ".join(f"({cmd})" for cmd in env.setup) or "true"
     # in repogym's own environment the build tools leave (see the module docstring); an image
@@ -390,6 +400,7 @@ PY=$(command -v python || command -v python3 || true)
 if [ -n "$PY" ] && "$PY" -c 'import importlib.metadata' 2>/dev/null; then
   "$PY" {BUILD_DIR}/installed.py check {BUILD_DIR}/wanted.json
   {prune}
+  {_IMPORTABLE}
 else
   echo "repogym: no Python 3.8+ on PATH: what setup installed is not checked"
 fi

@@ -23,12 +23,13 @@ def kept_python(changed: list[str], stripped: Collection[str]) -> list[str]:
 
 def compile_check(files: list[str]) -> str:
     """Shell that prints COMPILE_FAILED when one of ``files`` does not compile (root runs it:
-    compiling runs none of the agent's code)."""
+    compiling runs none of the agent's code; ``-S``: no site-packages, whose ``.pth`` files put
+    the repository on sys.path, where a ``sitecustomize`` would run at start-up)."""
     if not files:
         return ""
     code = ("import sys\nfor p in sys.argv[1:]:\n try: compile(open(p,'rb').read(),p,'exec')"
             "\n except (SyntaxError, ValueError, OSError): sys.exit(1)")
-    return (f"timeout 30 python3 -I -c {shlex.quote(code)} "
+    return (f"timeout 30 python3 -I -S -c {shlex.quote(code)} "
             f"{' '.join(shlex.quote(f) for f in files)} >/dev/null 2>&1 || "
             f"printf {COMPILE_FAILED}; ")
 

@@ -154,6 +154,37 @@ def test_tools_leave_the_agents_shell_alone(toy_task: Task, toy_image: str) -> N
     env.close()
 
 
+@pytest.mark.docker
+def test_plain_pytest_imports_the_repository(toy_task: Task, toy_image: str) -> None:
+    """Agents type `pytest` first. The toy repository is not installed and its tests sit in a
+    folder of their own, so the pytest script alone would not import `calc` (#35): plain
+    `pytest` works as in SWE-bench's images, and a script run from anywhere imports it too."""
+    env = gym.make("repogym/SWE-v0", tasks=[toy_task])
+    try:
+        env.reset(seed=0)
+        _, _, _, _, info = env.step({"tool": "bash", "command": "pytest -q tests"})
+        assert info["exit_code"] == 0, info["output"]
+        assert "2 passed" in info["output"]
+        _, _, _, _, info = env.step({"tool": "bash", "command": "cd /tmp && python -c "
+                                     "'import calc; print(calc.__file__)'"})
+        assert info["output"].strip() == "/testbed/calc/__init__.py"
+    finally:
+        env.close()
+
+
+@pytest.mark.docker
+def test_plain_pytest_on_the_demo_task_of_the_readme() -> None:
+    """The README's first tool call, `pytest -q` on demo__textkit-5 (#35)."""
+    env = gym.make("repogym/SWE-v0", suite="demo")
+    try:
+        env.reset(options={"task_id": "demo__textkit-5"})
+        _, _, _, _, info = env.step({"tool": "bash", "command": "pytest -q"})
+        assert "ModuleNotFoundError" not in info["output"], info["output"]
+        assert info["exit_code"] == 0 and " passed" in info["output"], info["output"]
+    finally:
+        env.close()
+
+
 def test_bash_output_exit_code_and_per_call_timeout(toy_task: Task, sandbox: str) -> None:
     env = gym.make("repogym/SWE-v0", tasks=[toy_task], sandbox=sandbox, bash_timeout=2)
     env.reset(seed=0)
