@@ -47,6 +47,7 @@ from repogym.tasks.build import BUILD_DIR, Layer, build_layer
 from repogym.tasks.repo import SNAPSHOT_ENV, export_tree, snapshot
 from repogym.tasks.rootfs import debootstrap, rootfs_tag
 from repogym.tasks.schema import PYTHON_SUITES, Environment, Task
+from repogym.tls import explain_certificate
 
 WORKDIR = "/testbed"
 USER = "repogym"
@@ -175,10 +176,12 @@ def ensure_base(python: str = "3.11", progress: Progress = print) -> BuiltImage:
                             files=_build_files(), labels={LABEL_USER: USER}, env=BASE_ENV,
                             workdir=WORKDIR, timeout=settings.BUILD_TIMEOUT.number()), progress)
     if run.exit_code != 0:
+        certificate = explain_certificate(run.log)
         raise ImageBuildError(
-            f"building {tag} failed (exit {run.exit_code}) at {_failed_phase(run.log)!r}; "
-            f"its output ends:\n{_tail(run.log)}\nIf the build cannot reach the package index "
-            "(behind a proxy that intercepts TLS), set REPOGYM_CA_BUNDLE=/path/to/ca.pem.")
+            f"building {tag} failed (exit {run.exit_code}) at {_failed_phase(run.log)!r}"
+            f"{'; ' + certificate if certificate else ''}; its output ends:\n{_tail(run.log)}\n"
+            "If the build cannot reach the package index (behind a proxy that intercepts TLS), "
+            "set REPOGYM_CA_BUNDLE=/path/to/ca.pem.")
     return BuiltImage(tag, "", False, time.monotonic() - start)
 
 
@@ -342,16 +345,18 @@ def ensure_image(task: Task, progress: Progress = print) -> BuiltImage:
 
 def _raise_for(tag: str, code: int, log: str) -> None:
     phase = _failed_phase(log)
+    certificate = explain_certificate(log)
+    said = f"; {certificate}" if certificate else ""
     if phase == "setup":
         raise SetupFailed(f"building {tag} failed: a setup command returned a non-zero code "
-                          f"({code}); its output ends:\n{_tail(log)}")
+                          f"({code}){said}; its output ends:\n{_tail(log)}")
     if phase == "check":
         found = [json.loads(line.split(" ", 1)[1]) for line in log.splitlines()
                  if line.startswith("REPOGYM-MISSING ")]
         if found:
             raise SetupIncomplete(installed.missing_message(tag, found[-1], log))
-    raise ImageBuildError(f"building {tag} failed (exit {code}) at {phase or 'start'!r}; its "
-                          f"output ends:\n{_tail(log)}")
+    raise ImageBuildError(f"building {tag} failed (exit {code}) at {phase or 'start'!r}{said}; "
+                          f"its output ends:\n{_tail(log)}")
 
 
 def _base_name(env: Environment) -> str:

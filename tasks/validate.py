@@ -16,6 +16,7 @@ from repogym.errors import RepogymError, SetupFailed
 from repogym.tasks.images import ensure_image
 from repogym.tasks.played import Played, played
 from repogym.tasks.schema import Task
+from repogym.tls import explain_certificate
 
 
 @dataclass(frozen=True)
@@ -71,7 +72,7 @@ def error_reason(exc: RepogymError) -> str:
     """A candidate's rejection for an error while building or running its tests."""
     if isinstance(exc, SetupFailed):
         return f"setup fails on this snapshot: {_last_lines(str(exc))}"
-    return f"infrastructure: {str(exc).splitlines()[0][:200]}"
+    return f"infrastructure: {explain_certificate(str(exc)) or str(exc).splitlines()[0][:200]}"
 
 
 def run_problem(before: list[GradingReport], after: list[GradingReport]) -> str | None:
@@ -152,7 +153,11 @@ def invalid_reason(rep: GradingReport, side: str) -> str:
 
 
 def _last_lines(text: str, n: int = 3) -> str:
-    """The end of a build log, where the error is, on one line."""
+    """The end of a build log, where the error is, on one line; a certificate that could not
+    be verified is said whole, with what to do (it is often above the last lines, and cut)."""
+    certificate = explain_certificate(text)
+    if certificate:
+        return certificate
     lines = [line.strip() for line in text.splitlines() if line.strip()]
     return " | ".join(lines[-n:])[:300]
 

@@ -251,6 +251,7 @@ class WorkRepo:
 # may hold colons of their own; the kind is what stays the same.
 REASON_KINDS: tuple[tuple[str, str], ...] = (
     ("leak", r"^leak:"),
+    ("untrusted certificate (set REPOGYM_CA_BUNDLE)", r"TLS certificate could not be verified"),
     ("setup fails", r"^setup fails"),
     ("setup installs nothing", r"did not install what it asked for"),
     ("no Docker engine", r"^infrastructure: No Docker engine"),

@@ -12,17 +12,38 @@ from __future__ import annotations
 
 import os
 import subprocess
+import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from repogym import settings
 from repogym.errors import TaskError
+from repogym.tls import explain_certificate
 
 from .common import run_git
 
 # The repository's public address; {repo} is owner/name. REPOGYM_GIT_URL replaces it.
 URL_TEMPLATE = "https://github.com/{repo}.git"
 CLONE_TIMEOUT = 900.0
+SYSTEM_CERTS = "/etc/ssl/certs/ca-certificates.crt"
+
+
+def _git_env(tmp: Path) -> dict[str, str]:
+    """git's environment for a clone: no prompt, and REPOGYM_CA_BUNDLE trusted besides the
+    system's certificates, as image builds trust it (a proxy that intercepts TLS)."""
+    env = {**os.environ, "GIT_TERMINAL_PROMPT": "0"}
+    bundle = settings.CA_BUNDLE.get()
+    if bundle:
+        trust = tmp / "trust.pem"
+        system = Path(SYSTEM_CERTS)
+        try:
+            extra = Path(bundle).read_bytes()
+        except OSError as exc:
+            raise TaskError(f"REPOGYM_CA_BUNDLE={bundle} cannot be read ({exc}): point it at a "
+                            "PEM file or unset it.") from exc
+        trust.write_bytes((system.read_bytes() + b"\n" if system.is_file() else b"") + extra)
+        env["GIT_SSL_CAINFO"] = str(trust)
+    return env
 
 
 def cache_dir() -> Path:
@@ -77,17 +98,19 @@ class Mirrors:
         url = (settings.GIT_URL.get() or URL_TEMPLATE).format(repo=repo)
         args = (["git", "-C", str(path), "fetch", "--quiet", "--prune", "origin"] if path.exists()
                 else ["git", "clone", "--quiet", "--mirror", url, str(path)])
-        try:
-            proc = subprocess.run(args, capture_output=True, text=True, timeout=CLONE_TIMEOUT,
-                                  env={**os.environ, "GIT_TERMINAL_PROMPT": "0"})
-            error = proc.stderr.strip() if proc.returncode else ""
-        except subprocess.TimeoutExpired:
-            error = f"no answer in {CLONE_TIMEOUT:.0f} s"
+        with tempfile.TemporaryDirectory(prefix="repogym-git-") as tmp:
+            try:
+                proc = subprocess.run(args, capture_output=True, text=True,
+                                      timeout=CLONE_TIMEOUT, env=_git_env(Path(tmp)))
+                error = proc.stderr.strip() if proc.returncode else ""
+            except subprocess.TimeoutExpired:
+                error = f"no answer in {CLONE_TIMEOUT:.0f} s"
         if error:
             where = f" under --repos {self.repos}" if self.repos else ""
+            said = explain_certificate(error) or error.splitlines()[-1][:200]
             self.failed[repo] = (f"no mirror: {repo} is not{where} and cloning {url} failed "
-                                 f"({error.splitlines()[-1][:200]}); pass --repos DIR with a "
-                                 f"mirror at DIR/{repo.replace('/', '__')}")
+                                 f"({said}); pass --repos DIR with a mirror at "
+                                 f"DIR/{repo.replace('/', '__')}")
             raise TaskError(self.failed[repo])
         if commit and not has_commit(path, commit):
             raise TaskError(f"base commit missing: {commit} is not in {url} (fetched into {path})")

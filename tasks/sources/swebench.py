@@ -37,6 +37,7 @@ import yaml
 from repogym import settings
 from repogym.errors import RepogymError, TaskError
 from repogym.tasks.schema import Task
+from repogym.tls import explain_certificate
 
 from . import datasets, specs, specs_langs
 from .common import Candidate, Rejected, SourceOptions
@@ -323,8 +324,9 @@ class SwebenchSource:
                        if s not in ("PASSED", "XFAIL")]
             offline = network_failures(task, image, failing)
         except RepogymError as exc:
+            said = explain_certificate(str(exc)) or str(exc).splitlines()[0][:200]
             return task, replace(result, reason=f"{result.reason}; the check for tests that "
-                                 f"need the network failed: {str(exc).splitlines()[0][:200]}")
+                                 f"need the network failed: {said}")
         if not offline or set(offline) != set(failing):
             return task, result  # a failure the network does not explain: a real rejection
         f2p = tuple(t for t in task.FAIL_TO_PASS if t not in offline)
