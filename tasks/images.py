@@ -280,6 +280,8 @@ rm -rf {BUILD_DIR}
 def image_spec(task: Task) -> dict[str, Any]:
     """What decides a repository image: repository, commit, environment, and the base it
     starts from (never the CA bundle: the same suite is the same images with or without)."""
+    from repogym.tasks.env_image import env_tag, is_shared  # builds on this module
+
     env = task.environment
     return {
         "recipe": REPO_RECIPE,
@@ -288,6 +290,7 @@ def image_spec(task: Task) -> dict[str, Any]:
         "python": env.python,
         "image": env.image,
         "base": None if env.image else _base_name(env),
+        **({"env": env_tag(task)} if is_shared(env) else {}),
         **({"language": env.language, "lang_recipe": LANG_RECIPE}
            if env.language != "python" else {}),
         "setup": list(env.setup),
@@ -301,6 +304,7 @@ def image_tag(task: Task) -> str:
 
 def ensure_image(task: Task, progress: Progress = print) -> BuiltImage:
     """The task's image, built (with its base) unless an identical one exists."""
+    from repogym.tasks.env_image import ensure_env, is_shared  # builds on this module
     from repogym.tasks.layer import ensure_layered  # a dataset's image that holds the repo
 
     layered = ensure_layered(task, progress)
@@ -323,13 +327,18 @@ def ensure_image(task: Task, progress: Progress = print) -> BuiltImage:
             "source path to the task or build the image elsewhere."
         )
     start = time.monotonic()
-    root = task.environment.image or _root_for(task.environment, progress)
+    env = task.environment
+    root = (ensure_env(task, progress).tag if is_shared(env)
+            else env.image or _root_for(env, progress))
     with tempfile.TemporaryDirectory(prefix="repogym-ctx-") as tmp:
         tree = Path(tmp) / "testbed"
         export_tree(task.source, task.base_commit, tree)
         commit = snapshot(tree)
         progress(f"building {tag} ({task.repo} at {task.base_commit[:12]})")
-        wanted = installed.pip_requests(task.environment.setup, WORKDIR)
+        wanted = installed.pip_requests(env.setup, WORKDIR)
+        # what the environment image's setup asked for by name stays (the build tools too)
+        wanted["names"] = sorted({*wanted["names"],
+                                  *installed.pip_requests(env.env_setup, WORKDIR)["names"]})
         files = {**_build_files(), f"{BUILD_DIR}/wanted.json": json.dumps(wanted).encode(),
                  f"{BUILD_DIR}/installed.py": Path(installed.__file__).read_bytes()}
         labels = {LABEL_COMMIT: commit, LABEL_SPEC: _digest(image_spec(task)), LABEL_USER: USER}
@@ -414,10 +423,17 @@ phase finish
 git -C {WORKDIR} reflog expire --expire=now --all && git -C {WORKDIR} gc -q --prune=now
 test "$(git -C {WORKDIR} rev-list --all | wc -l)" = 1
 chown -R {USER}:{USER} {WORKDIR}
-mkdir -p {PRISTINE} && cp -a {WORKDIR} {PRISTINE}/testbed
+mkdir -p {PRISTINE} && {pristine_copy(WORKDIR, PRISTINE + "/testbed")}
 cp -a /home/{USER} {PRISTINE}/home && chmod 700 {PRISTINE}
 rm -rf {BUILD_DIR}
 """
+
+
+def pristine_copy(source: str, dest: str) -> str:
+    """The pristine copy as hard links: the same files, not a second copy on disk. A layer
+    stores linked files once; a container that changes one of them gets its own copy of that
+    file (overlayfs copies it up), and the other name keeps the image's content."""
+    return f"cp -al {source} {dest}"
 
 
 def settle_script(workdir: str) -> str:

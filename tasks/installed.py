@@ -23,6 +23,7 @@ import json
 import os
 import re
 import shlex
+import site
 import subprocess
 import sys
 from typing import Any
@@ -317,8 +318,36 @@ def prune(wanted: dict[str, Any]) -> list[str]:
     return gone
 
 
+def forget(folder: str) -> list[str]:
+    """Uninstalls every distribution installed from ``folder`` (the repository an
+    environment image installed only to pull in its dependencies) and returns their names;
+    raises when a trace of the folder is left in ``sys.path`` afterwards (a ``.pth`` line),
+    for the folder is about to be removed and the image must not hold its code."""
+    installed = _installed()
+    names = sorted(name for name, (_version, dist) in installed.items()
+                   if any(_within(s, folder) for s in _sources(dist)))
+    if names:
+        subprocess.run([sys.executable, "-m", "pip", "uninstall", "-y", "-q", *names],
+                       check=True)
+    left = []
+    for base in site.getsitepackages():
+        for entry in sorted(os.listdir(base)) if os.path.isdir(base) else []:
+            if entry.endswith(".pth"):
+                with open(os.path.join(base, entry), encoding="utf-8", errors="replace") as f:
+                    if any(_within(line.strip(), folder) for line in f):
+                        left.append(os.path.join(base, entry))
+    if left:
+        raise RuntimeError(f"{folder} is still on sys.path through {left} after uninstalling "
+                           f"{names}")
+    return names
+
+
 def main(argv: list[str]) -> int:
-    """``python installed.py check|prune WANTED.json``: prints one ``REPOGYM-...`` line."""
+    """``python installed.py check|prune WANTED.json`` or ``forget FOLDER``: prints one
+    ``REPOGYM-...`` line."""
+    if argv[1] == "forget":
+        print("REPOGYM-FORGOTTEN " + json.dumps(forget(argv[2])), flush=True)
+        return 0
     with open(argv[2]) as f:
         wanted = json.load(f)
     if argv[1] == "check":

@@ -40,6 +40,14 @@ class Environment:
     language: str = "python"
     runner: str = ""
     setup: tuple[str, ...] = ()
+    # A shared environment image (``repogym.tasks.env_image``): ``env_setup`` runs once for
+    # every task with the same Python, ``env_setup`` and ``env_commit`` (the dependencies:
+    # ``pip install -r ...``), and with ``env_commit`` the task's ``setup`` runs there too, in
+    # a checkout of the repository at that commit that is removed afterwards, so what the
+    # project's own install pulls in is shared as well. ``setup`` then runs in the task's
+    # checkout, a thin layer on top. Both empty: one image per task, as before.
+    env_setup: tuple[str, ...] = ()
+    env_commit: str | None = None
     test_cmd: str = "python -m pytest -rA"
     log_parser: str = "pytest"
     test_files: tuple[str, ...] = ()
@@ -60,6 +68,10 @@ class Environment:
             raise TaskError(f"environment.language={self.language!r}; use one of {LANGUAGES}.")
         if self.timeout <= 0:
             raise TaskError(f"environment.timeout={self.timeout} must be positive.")
+        if (self.env_setup or self.env_commit) and (self.image or self.language != "python"):
+            raise TaskError("environment.env_setup and env_commit build a shared Python "
+                            "environment image: drop them, or drop environment.image and "
+                            "use language python.")
 
     @classmethod
     def from_dict(cls, data: dict[str, Any] | None) -> Environment:
@@ -70,7 +82,7 @@ class Environment:
                 f"unknown environment fields {sorted(unknown)}; "
                 f"valid: {[f.name for f in fields(cls)]}"
             )
-        for key in ("setup", "test_files"):
+        for key in ("setup", "test_files", "env_setup"):
             if isinstance(data.get(key), str):
                 data[key] = (data[key],)
             if key in data:
@@ -149,8 +161,10 @@ class Task:
         env = out["environment"]
         env["setup"] = list(self.environment.setup)
         env["test_files"] = list(self.environment.test_files)
+        env["env_setup"] = list(self.environment.env_setup)
         for key, default in (("language", "python"), ("runner", ""),
-                             ("assertion_pass_hook", True)):
+                             ("assertion_pass_hook", True), ("env_setup", []),
+                             ("env_commit", None)):
             if env.get(key) == default:  # Python tasks read (and hash) as they always did
                 del env[key]
         extra = out.pop("extra")

@@ -130,8 +130,11 @@ def translate(spec: dict[str, Any], repo: str, mirror: Path | None, commit: str,
     notes: list[str] = []
     if chosen != wanted:
         notes.append(f"Python {wanted} has no base image here; built with {chosen}")
-    setup = _package_steps(spec, repo, mirror, commit, notes)
-    setup += [str(cmd) for cmd in spec.get("pre_install") or []]
+    # swebench's environment image holds the packages, its instance image the checkout, the
+    # pre-install commands (they edit the repository's files) and the install: so here
+    # (``repogym.tasks.env_image``), the install pre-run at the environment setup commit
+    env_setup = _package_steps(spec, repo, mirror, commit, notes)
+    setup = [str(cmd) for cmd in spec.get("pre_install") or []]
     install = spec.get("install")
     if install:
         install = _editable(str(install), notes)
@@ -151,7 +154,10 @@ def translate(spec: dict[str, Any], repo: str, mirror: Path | None, commit: str,
         test_cmd = " && ".join([*prefix, test_cmd])
     if notes:
         provenance["notes"] = notes
-    env = {"python": chosen, "setup": setup, "test_cmd": test_cmd}
+    env: dict[str, Any] = {"python": chosen, "env_setup": env_setup, "setup": setup,
+                           "test_cmd": test_cmd}
+    if mirror is not None:
+        env["env_commit"] = commit
     if spec.get("log_parser"):
         env["log_parser"] = str(spec["log_parser"])
     return Translated(env, provenance)

@@ -191,11 +191,13 @@ def test_translation_of_the_spec_keys() -> None:
                      "pip_packages": ["attrs==23.1.0"], "pre_install": ["apt-get -y install x"],
                      "install": "python -m pip install .", "test_cmd": "pytest -rA",
                      "eval_commands": ["export LANG=C.UTF-8"], "nano_cpus": 2})
+    # the packages make the shared environment image; what edits or installs the
+    # repository runs in the task's own layer (without a mirror there is no env_commit)
     assert got.environment == {
         "python": "3.9",
-        "setup": ["python -m pip install numpy==1.19 'pandas<2' pytest",
-                  "python -m pip install attrs==23.1.0", "apt-get -y install x",
-                  "python -m pip install -e ."],
+        "env_setup": ["python -m pip install numpy==1.19 'pandas<2' pytest",
+                      "python -m pip install attrs==23.1.0"],
+        "setup": ["apt-get -y install x", "python -m pip install -e ."],
         "test_cmd": "export LANG=C.UTF-8 && pytest -rA"}
     notes = got.provenance["notes"]
     assert got.provenance["python_requested"] == "3.7"
@@ -215,6 +217,7 @@ def test_setuptools_scm_projects_get_the_instance_version(tmp_path: Path) -> Non
     got = specs.translate(spec, "octo/app", mirror, scm, version="8.0")
     assert got.environment["setup"] == [
         "export SETUPTOOLS_SCM_PRETEND_VERSION=8.0; python -m pip install -e ."]
+    assert got.environment["env_commit"] == scm  # its install is pre-run there
     assert any("setuptools_scm given" in n for n in got.provenance["notes"])
     plain = commit(mirror, {"pyproject.toml": "[project]\nname = 'app'\n"}, "plain")
     same = specs.translate(spec, "octo/app", mirror, plain, version="8.0")
