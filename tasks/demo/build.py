@@ -123,7 +123,8 @@ def run_tests(tree: Path) -> tuple[int, dict[str, str]]:
     command = [sys.executable, "-m", "pytest", "-rA", "-p", "no:cacheprovider", "-o", "addopts=",
                *files]
     # Like the grader: no plugins from the host's site-packages, no bytecode left in the tree.
-    env = {**os.environ, "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1", "PYTHONDONTWRITEBYTECODE": "1"}
+    env = {**os.environ, "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1", "PYTHONDONTWRITEBYTECODE": "1",
+           "PYTHONHASHSEED": "0"}
     proc = subprocess.run(command, cwd=tree, env=env, capture_output=True, encoding="utf-8",
                           errors="replace", timeout=PYTEST_TIMEOUT_S)
     log = proc.stdout + proc.stderr

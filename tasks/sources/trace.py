@@ -320,6 +320,7 @@ class _Recording:
                    + " ".join(shlex.quote(f) for f in files if f.endswith(".py")))
         self.box.exec(["env", f"PYTHONPATH={TRACE_DIR}", f"REPOGYM_TRACE={TRACE_DIR}/config.json",
                        "PYTEST_DISABLE_PLUGIN_AUTOLOAD=1", "PYTHONDONTWRITEBYTECODE=1",
+                       "PYTHONHASHSEED=0",
                        "bash", "-c", command], timeout=self.task.environment.timeout)
         dumps = self.root(f"for f in {OUT_DIR}/trace-*.json; do [ -e \"$f\" ] && "
                           "base64 -w0 \"$f\"; echo; done")
