@@ -370,7 +370,8 @@ class Checker:
         before = {p: run_git(Path(task.source or "."), "show", f"{task.base_commit}:{p}")
                   for p in paths}
         files.update({f"{leak.WORKDIR}/{p}": text.encode() for p, text in before.items()})
-        copies = leak.find_copies(leak.gold_functions(task.patch, before, config), files, config)
+        copies = leak.find_copies(leak.gold_functions(task.patch, before, config), files, config,
+                                  leak.owned_files(task))
         return leak.leak_reason(copies) if copies else None
 
     def _image_files(self, image: str, config: Any) -> dict[str, bytes]:

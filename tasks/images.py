@@ -42,7 +42,7 @@ from repogym.envs.sandbox.engines import copy_image
 from repogym.envs.sandbox.util import DIFF_EXCLUDES
 from repogym.errors import ImageBuildError, SetupFailed, SetupIncomplete
 from repogym.progress import Progress
-from repogym.tasks import installed
+from repogym.tasks import install_links, installed
 from repogym.tasks.build import BUILD_DIR, Layer, build_layer
 from repogym.tasks.repo import SNAPSHOT_ENV, export_tree, snapshot
 from repogym.tasks.rootfs import debootstrap, rootfs_tag
@@ -56,8 +56,9 @@ LABEL_SPEC = "org.repogym.spec"
 LABEL_COMMIT = "org.repogym.repo-commit"
 LABEL_USER = "org.repogym.user"
 RECIPE_VERSION = "2"  # the base images
-REPO_RECIPE = "5"  # repository images (4: what setup writes is committed, ``settle_script``;
-#                    5: the repository is importable by plain `pytest`, ``_IMPORTABLE``)
+REPO_RECIPE = "6"  # repository images (4: what setup writes is committed, ``settle_script``;
+#                    5: the repository is importable by plain `pytest`, ``_IMPORTABLE``;
+#                    6: the install's copies of repository files are links, ``install_links``)
 LANG_RECIPE = "2"  # other languages' repository layer
 PRISTINE = "/opt/repogym-pristine"
 PIP = "pip==26.0.1"
@@ -340,7 +341,8 @@ def ensure_image(task: Task, progress: Progress = print) -> BuiltImage:
         wanted["names"] = sorted({*wanted["names"],
                                   *installed.pip_requests(env.env_setup, WORKDIR)["names"]})
         files = {**_build_files(), f"{BUILD_DIR}/wanted.json": json.dumps(wanted).encode(),
-                 f"{BUILD_DIR}/installed.py": Path(installed.__file__).read_bytes()}
+                 f"{BUILD_DIR}/installed.py": Path(installed.__file__).read_bytes(),
+                 f"{BUILD_DIR}/install_links.py": Path(install_links.__file__).read_bytes()}
         labels = {LABEL_COMMIT: commit, LABEL_SPEC: _digest(image_spec(task)), LABEL_USER: USER}
         run = build_layer(Layer(
             image=root, tag=tag, script=_repo_script(task.environment), files=files,
@@ -415,6 +417,7 @@ if [ -n "$PY" ] && "$PY" -c 'import importlib.metadata' 2>/dev/null; then
   "$PY" {BUILD_DIR}/installed.py check {BUILD_DIR}/wanted.json
   {prune}
   {_IMPORTABLE}
+  "$PY" {BUILD_DIR}/install_links.py {WORKDIR}
 else
   echo "repogym: no Python 3.8+ on PATH: what setup installed is not checked"
 fi

@@ -107,6 +107,39 @@ def read_at(source: str, commit: str | None, path: str) -> str | None:
         return None
 
 
+_SKIPPED = (".git", "__pycache__", ".pytest_cache", ".ruff_cache", ".mypy_cache")
+
+
+def tree_paths(source: str | Path, commit: str | None) -> frozenset[str]:
+    """The paths of the files :func:`export_tree` writes for ``source`` at ``commit``
+    (relative, ``/``-separated): what the repository itself holds at /testbed."""
+    src = Path(source)
+    if not src.exists():
+        return frozenset()
+    if not (src.is_file() or (src / ".git").exists() or (src / "HEAD").is_file()):
+        out = set()
+        for folder, dirs, files in os.walk(src):
+            dirs[:] = [d for d in dirs if d not in _SKIPPED]
+            rel = Path(folder).relative_to(src)
+            out |= {(rel / f).as_posix() for f in files if not f.endswith(".pyc")}
+        return frozenset(out)
+    return _git_paths(str(src.resolve()), commit or "HEAD")
+
+
+@functools.lru_cache(maxsize=64)
+def _git_paths(source: str, commit: str) -> frozenset[str]:
+    with tempfile.TemporaryDirectory(prefix="repogym-paths-") as tmp:
+        repo = Path(source)
+        if repo.is_file():  # a bundle: git reads it only by cloning
+            git(tmp, "clone", "--quiet", "--bare", source, "repo")
+            repo = Path(tmp) / "repo"
+        proc = subprocess.run(["git", "-c", "core.quotePath=off", "ls-tree", "-r", "-z",
+                               "--name-only", commit], cwd=repo, capture_output=True)
+    if proc.returncode != 0:
+        return frozenset()
+    return frozenset(p for p in proc.stdout.decode("utf-8", "surrogateescape").split("\0") if p)
+
+
 def snapshot(tree: Path) -> str:
     """Makes ``tree`` a one-commit repository in place; returns its commit id."""
     if (tree / ".git").exists():

@@ -1,10 +1,11 @@
 """The leak check: does a task's image already hold the code its gold patch writes?
 
 An agent that can import or read a working version of what it is asked to write (a vendored
-copy, the distribution's build of the same library, a later release installed as somebody's
-dependency, a legacy copy in the repository itself) can hand it in. So before a candidate's
-tests run, every Python file its agent could read (as the agent's user, archives such as
-wheels and eggs included) is compared with the gold code, in every task kind: the functions
+copy installed from elsewhere, the distribution's build of the same library, a later release
+installed as somebody's dependency, a build folder's copy) can hand it in. So before a
+candidate's tests run, every Python file its agent could read (as the agent's user, archives
+such as wheels and eggs included) is compared with the gold code, in every task kind: the
+functions
 the gold patch changes or adds (for a replication task, the removed ones; for a synthetic
 task, the unbroken one; for a mined or SWE-bench task, the fix). A function of the image is a
 copy of one of them when, as normalised token sequences (:mod:`.normast`: names of locals,
@@ -20,6 +21,15 @@ docstrings, formatting and comments gone),
 and it is closer to the fixed function than to the unfixed one (the repository's own unfixed
 code, and copies of it, are no leak). Functions of fewer than ``min_tokens`` tokens are not
 compared: too generic to tell a copy from a coincidence.
+
+The files the repository itself holds (tracked at the task's base commit, under /testbed) are
+never copies: they are the context the agent is meant to read, and a repository is full of
+functions alike (isodate's ``Duration.__eq__`` is 0.93 like its ``__ne__``; every Sphinx
+extension's ``setup`` looks like every other's). What the check looks for is code the
+repository does not own: installed packages, caches, build folders, anything else on the disk.
+A copy that the install itself makes of a repository file (``setup.py``'s ``scripts=``) is a
+link to that file in the image (:mod:`repogym.tasks.installed`), so it holds what /testbed
+holds and is no copy either.
 
 Files are parsed on the host, once per content (a cache by hash serves every image of the
 same base), and only those whose text mentions the function's name or its rarer identifiers.
@@ -39,6 +49,8 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING
+
+from repogym.tasks.repo import tree_paths
 
 from . import normast
 from .common import is_test_path
@@ -233,14 +245,18 @@ def _worth_parsing(data: bytes, needles: list[tuple[bytes, list[bytes]]]) -> boo
 # ---------------------------------------------------------------------------- the comparison
 
 
-def find_copies(golds: list[Gold], files: dict[str, bytes], config: LeakConfig) -> list[Copy]:
+def find_copies(golds: list[Gold], files: dict[str, bytes], config: LeakConfig,
+                owned: frozenset[str] = frozenset()) -> list[Copy]:
     """The functions of ``files`` that are copies of a gold function (see the module
-    docstring), most similar first."""
+    docstring), most similar first. ``owned``: the repository's own files (``/testbed/...``,
+    see :func:`owned_files`), which are context and never copies."""
     if not golds:
         return []
     needles = [_needles(g) for g in golds]
     index = Index()
     for path, data in files.items():
+        if path.split("!", 1)[0] in owned:
+            continue
         if _worth_parsing(data, needles):
             index.add(_functions(path, data))
     copies: dict[tuple[str, str], Copy] = {}
@@ -286,6 +302,15 @@ def _rule(gold: Gold, fn: Function, score: float, config: LeakConfig) -> str | N
     return None
 
 
+def owned_files(task: Task) -> frozenset[str]:
+    """The files the task's repository holds at its base commit, as the image's paths
+    (``/testbed/...``); empty when the task has no source to read them from (every file is
+    then checked)."""
+    if not task.source:
+        return frozenset()
+    return frozenset(f"{WORKDIR}/{p}" for p in tree_paths(task.source, task.base_commit))
+
+
 # ---------------------------------------------------------------------------- in Docker
 
 
@@ -306,7 +331,8 @@ def copies_in_image(task: Task, config: LeakConfig | None = None) -> list[Copy]:
         files = image_files(box, config)
     before = {p: files[f"{WORKDIR}/{p}"].decode("utf-8", errors="replace")
               for p in patched_files(task.patch) if f"{WORKDIR}/{p}" in files}
-    return find_copies(gold_functions(task.patch, before, config), files, config)
+    return find_copies(gold_functions(task.patch, before, config), files, config,
+                       owned_files(task))
 
 
 def leak_reason(copies: list[Copy]) -> str:

@@ -149,6 +149,27 @@ def test_a_copy_of_the_unfixed_code_is_no_leak() -> None:
     assert [c.rule for c in find_copies(golds, fixed, LeakConfig())] == ["exact"]
 
 
+def test_the_repositorys_own_files_are_context_not_copies(tmp_path: Path) -> None:
+    """A function like the gold one in a file the repository holds is what the agent is
+    meant to read; the same file elsewhere (a build folder, an archive) is a copy."""
+    from repogym.tasks.sources.leak import owned_files
+
+    golds = gold_functions(REPLICATION_PATCH, {"pkg/iters.py": STUBBED}, LeakConfig())
+    root = tmp_path / "repo"
+    (root / "pkg").mkdir(parents=True)
+    (root / "pkg" / "iters.py").write_text(STUBBED)
+    (root / "pkg" / "compat.py").write_text(OTHER_SPELLING)
+    task = Task(instance_id="i-1", repo="t/i", base_commit=snapshot_commit(root),
+                problem_statement="x", patch=REPLICATION_PATCH, source=str(root))
+    owned = owned_files(task)
+    assert owned == {"/testbed/pkg/iters.py", "/testbed/pkg/compat.py"}
+    files = {"/testbed/pkg/compat.py": OTHER_SPELLING.encode(),
+             "/testbed/build/lib/pkg/compat.py": OTHER_SPELLING.encode()}
+    found = {c.path for c in find_copies(golds, files, LeakConfig(), owned)}
+    assert found == {"/testbed/build/lib/pkg/compat.py"}
+    assert owned_files(task.with_(source=None)) == frozenset()
+
+
 def test_bad_thresholds_say_what_to_give() -> None:
     with pytest.raises(ValueError, match="near=1.5"):
         LeakConfig(near=1.5)
@@ -159,22 +180,98 @@ def test_bad_thresholds_say_what_to_give() -> None:
 
 @pytest.mark.docker
 def test_an_image_holding_a_near_copy_rejects_the_candidate(tmp_path: Path) -> None:
+    """Copies outside the repository's own files count (an archive the setup wrote, a build
+    folder's copy); the same code in a file the repository holds is context, not a leak
+    (isodate's ``Duration.__ne__`` was rejected for its own ``__eq__``)."""
+    from repogym.tasks.schema import Environment
     from repogym.tasks.sources.common import default_deriver
 
     root = tmp_path / f"iters-{uuid.uuid4().hex[:6]}"
     (root / "pkg").mkdir(parents=True)
     (root / "pkg" / "__init__.py").write_text("")
     (root / "pkg" / "iters.py").write_text(STUBBED)
+    (root / "pkg" / "compat.py").write_text(OTHER_SPELLING)  # the repository's own
     (root / "legacy").mkdir()
-    archive = root / "legacy" / "old.zip"
-    with zipfile.ZipFile(archive, "w") as z:  # an old release, importable from the zip
-        z.writestr("oldpkg/iters.py", OTHER_SPELLING)
+    (root / "legacy" / "iters.txt").write_text(OTHER_SPELLING)  # no Python file: not read
+    setup = ("python -c \"import zipfile; z = zipfile.ZipFile('/opt/old.zip', 'w'); "
+             "z.writestr('oldpkg/iters.py', open('legacy/iters.txt').read()); z.close()\" "
+             "&& chmod 644 /opt/old.zip "
+             "&& mkdir -p build/lib/pkg && cp pkg/compat.py build/lib/pkg/compat.py")
     task = Task(instance_id="iters-1", repo="test/iters", base_commit=snapshot_commit(root),
-                problem_statement="x", patch=REPLICATION_PATCH, source=str(root), kind="swe")
+                problem_statement="x", patch=REPLICATION_PATCH, source=str(root), kind="swe",
+                environment=Environment(setup=(setup,)))
     copies = copies_in_image(task)
     assert {(c.path, c.qualname) for c in copies} == {
-        ("/testbed/legacy/old.zip!oldpkg/iters.py", name)
-        for name in ("drain", "exhaust", "runs_of")}
+        *(("/opt/old.zip!oldpkg/iters.py", name) for name in ("drain", "exhaust", "runs_of")),
+        *(("/testbed/build/lib/pkg/compat.py", name)
+          for name in ("drain", "exhaust", "runs_of"))}
     # the sources' deriver turns it down before any test runs
     done, reason = default_deriver(1)(task)
     assert done is None and reason.startswith("leak: the image already holds the gold code")
+
+
+TOOL = textwrap.dedent('''\
+    #!/usr/bin/env python
+    """Prints rows as a table."""
+    import sys
+
+
+    def render(rows, sep=" | "):
+        """The rows as lines of cells padded to each column's width."""
+        widths = [max(len(str(row[i])) for row in rows) for i in range(len(rows[0]))]
+        lines = []
+        for row in rows:
+            cells = [str(cell).ljust(width) for cell, width in zip(row, widths)]
+            lines.append(sep.join(cells).rstrip())
+        return "\\n".join(lines)
+
+
+    if __name__ == "__main__":
+        print(render([line.split() for line in sys.stdin if line.strip()]))
+    ''')
+
+
+@pytest.mark.docker
+def test_a_script_the_install_copies_is_a_link_to_the_repositorys_file(tmp_path: Path) -> None:
+    """jmespath 1.0.1: ``setup.py``'s ``scripts=['bin/jp.py']`` copied the script into
+    /opt/venv/bin, so the snapshot's image held the gold code of every candidate that changed
+    it (two rejected as leaks). The copy is now a link to the repository's file."""
+    import subprocess
+
+    from repogym.envs.sandbox.client import docker_client
+    from repogym.tasks.checking import Checker
+    from repogym.tasks.images import ensure_image
+    from repogym.tasks.schema import Environment
+
+    root = tmp_path / f"tool-{uuid.uuid4().hex[:6]}"
+    (root / "bin").mkdir(parents=True)
+    (root / "bin" / "tool.py").write_text(TOOL)
+    (root / "bin" / "tool.py").chmod(0o755)
+    (root / "setup.py").write_text("from setuptools import setup\n\nsetup(name='tool', "
+                                   "version='0.1', py_modules=[], scripts=['bin/tool.py'])\n")
+
+    def commit(message: str) -> str:
+        git = ["git", "-c", "user.name=t", "-c", "user.email=t@t"]
+        subprocess.run([*git, "add", "-A"], cwd=root, check=True)
+        subprocess.run([*git, "commit", "-qm", message], cwd=root, check=True)
+        return subprocess.run(["git", "rev-parse", "HEAD"], cwd=root, check=True,
+                              capture_output=True, text=True).stdout.strip()
+
+    subprocess.run(["git", "init", "-q"], cwd=root, check=True)
+    original = commit("tool")
+    stub = TOOL[TOOL.index("    widths"):TOOL.index("\n\nif __name__")] + "\n"
+    (root / "bin" / "tool.py").write_text(TOOL.replace(stub, "    raise NotImplementedError\n"))
+    removed = commit("render removed")
+    patch = subprocess.run(["git", "diff", removed, original], cwd=root, check=True,
+                           capture_output=True, text=True).stdout
+    env = Environment(setup=("python -m pip install -e .",))
+    snapshot = Task(instance_id="tool-1", repo="test/tool", base_commit=original,
+                    problem_statement="x", source=str(root), environment=env)
+    image = ensure_image(snapshot, progress=lambda _m: None).tag
+    out = docker_client().containers.run(image, ["bash", "-c", "readlink /opt/venv/bin/tool.py; "
+                                                 "echo 'a b' | /opt/venv/bin/tool.py; echo $?"],
+                                         remove=True).decode()
+    assert out.split() == ["/testbed/bin/tool.py", "a", "|", "b", "0"], out
+    task = snapshot.with_(base_commit=removed, patch=patch, kind="replication")
+    with Checker() as checker:
+        assert checker.leak(task, image) is None
