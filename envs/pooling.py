@@ -40,7 +40,7 @@ def open_pool(key: shared.PoolKey) -> Pool:
         except (OSError, EOFError, AuthenticationError) as exc:
             warnings.warn(f"the parent process does not serve its pool ({exc}); this worker "
                           "keeps containers of its own", stacklevel=3)
-    _serve()
+    serve()
     return shared.open_pool(key)
 
 
@@ -58,8 +58,9 @@ def grader_for(pool: Pool | None, config: GraderConfig | None) -> Any:
     return Grader(config, pool=pool)
 
 
-def _serve() -> None:
-    """Serves this process's shared pools to its child processes (once per process)."""
+def serve() -> None:
+    """Serves this process's shared pools (and :data:`broker.SERVICES`) to its child
+    processes (once per process)."""
     global _broker
     with _lock:
         if _broker is None or _broker.pid != os.getpid():

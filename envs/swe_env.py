@@ -13,6 +13,10 @@ import gymnasium as gym
 from repogym.envs import fork, pooling
 from repogym.envs.actions import HOW_TO_CALL, parse_action
 from repogym.envs.backends import BackendSettings, open_backend
+from repogym.envs.curriculum import Curriculum, EpisodeResult, Sampler, check, parse
+from repogym.envs.curriculum import failures as failure_starts_
+from repogym.envs.curriculum.draws import draw
+from repogym.envs.curriculum.sharing import open_store
 from repogym.envs.grading.flags import Flag
 from repogym.envs.grading.grader import GraderConfig, GradingReport
 from repogym.envs.grading.rewards import RewardFn, components, reward_fn, task_similarity
@@ -23,7 +27,7 @@ from repogym.envs.tools import TOOL_SCHEMAS, Toolbox
 from repogym.errors import ActionError, SandboxError
 from repogym.tasks.images import BuiltImage
 from repogym.tasks.schema import Task
-from repogym.tasks.suite import ALL, load_suite, pick, select
+from repogym.tasks.suite import ALL, load_suite, select
 
 MAX_TEXT = 1_000_000  # characters; longer observations are cut
 
@@ -80,6 +84,18 @@ class SWEEnv(gym.Env[str, Any]):
     A container from the task's image with the repository at ``/testbed`` as one commit (no
     later history), network off, an unprivileged user, limits on memory, CPU and processes.
 
+    ## Curricula
+    ``sampler`` chooses the task of a reset that names none: ``"uniform"`` (the default),
+    ``"band:0.1-0.9"`` (recent success rate in a band), ``"difficulty:20"`` (easy to hard),
+    ``"weights:FILE.json"`` or a dict of weights, or a
+    :class:`~repogym.envs.curriculum.base.Sampler` (see :mod:`repogym.envs.curriculum`).
+    Every episode that ends updates the task's statistics (``env.unwrapped.task_stats``),
+    shared by the envs of a process, an async vector env's workers and a Ray vector env's
+    workers, and kept in the ``stats`` file when one is given. With ``failure_starts=K``,
+    ``reset(options={"start": "failure"})`` (or ``failure=P`` in the sampler) starts from a
+    snapshot taken K turns before the end of an earlier failed episode of the task
+    (``info["start"]``, ``info["failure"]``, ``info["prefix_turns"]``).
+
     ## Episode End
     Terminated after ``submit``. Truncated when ``max_steps`` steps, ``max_seconds`` of wall
     time or ``max_observation_chars`` characters of observations are used up
@@ -118,6 +134,8 @@ class SWEEnv(gym.Env[str, Any]):
     - ``warm_grader`` (True): start the grading container while the agent works (one per
       image, shared like the pool).
     - ``grader``: a :class:`~repogym.envs.grading.grader.GraderConfig`.
+    - ``sampler``, ``stats`` (a JSON file of task statistics, read if it exists, written
+      after every episode), ``failure_starts`` (K, 0: off): see Curricula.
     - ``sandbox``: the backend (:mod:`repogym.envs.backends`): ``"docker"`` (default) or
       ``"fake"``: no Docker at all, the repository in a local folder with a local bash, graded
       by running its tests in another local folder with this host's Python. For tests of the
@@ -150,6 +168,9 @@ class SWEEnv(gym.Env[str, Any]):
         render_mode: str | None = None,
         run_id: str | None = None,
         model: str | None = None,
+        sampler: str | Sampler | dict[str, float] | Curriculum | None = None,
+        stats: str | Path | None = None,
+        failure_starts: int = 0,
     ):
         if tasks is None and suite is None:
             raise ValueError("pass suite=NAME|PATH or tasks=[Task, ...]")
@@ -160,10 +181,15 @@ class SWEEnv(gym.Env[str, Any]):
             )
         if render_mode not in (None, "ansi"):
             raise ValueError(f"render_mode={render_mode!r}: use None or 'ansi'")
+        if failure_starts < 0 or (failure_starts and sandbox != "docker"):
+            raise ValueError(f"failure_starts={failure_starts}: give turns >= 0; failure starts "
+                             "are snapshots, which need sandbox='docker'")
         # held-out tasks stay out of training unless asked for: a suite gives its train split
         self.split = split or (ALL if tasks is not None else "train")
         self.tasks = (select(list(tasks), self.split, where="the tasks given")
                       if tasks is not None else load_suite(suite or "demo", self.split))
+        self.curriculum = parse(sampler)
+        check(self.curriculum, self.tasks)
         self.reward_fn = reward_fn(reward)
         self.max_steps, self.max_seconds = max_steps, max_seconds
         self.max_observation_chars = max_observation_chars
@@ -178,6 +204,10 @@ class SWEEnv(gym.Env[str, Any]):
             self.run_id, output_limit, pool_size, reuse_containers, warm_grader, grader))
         self.images, self.sandboxes, self.grader = (backend.images, backend.sandboxes,
                                                     backend.grader)
+        self.task_stats = open_store(stats, pooling.serve)
+        self.failure_starts = failure_starts
+        self._failures = failure_starts_.FailureTracker(self.task_stats, failure_starts)
+        self._failure_dir: Path | None = None  # the store's folder for failure snapshots
         self.observation_space = AnyText(max_length=MAX_TEXT)
         self.action_space = AnyText(max_length=MAX_TEXT)
         # the episode in progress; reset() sets them, close() lets go of them
@@ -208,8 +238,17 @@ class SWEEnv(gym.Env[str, Any]):
         options = options or {}
         rng_seed = int(self.np_random.integers(2**31))
         snap = fork.as_snapshot(options["snapshot"]) if options.get("snapshot") else None
-        task = (fork.task_of(snap, self.tasks) if snap is not None
-                else pick(self.tasks, options.get("task_id"), random.Random(rng_seed)))
+        start = options.get("start")
+        if snap is not None:
+            task, failed = fork.task_of(snap, self.tasks), None
+            if start == "failure":
+                failed = {"snapshot": snap.to_dict()}
+        else:
+            drawn = draw(self.tasks, self.curriculum, self.task_stats, random.Random(rng_seed),
+                         options.get("task_id"), start)
+            task, failed = drawn.task, drawn.failure
+            if failed is not None:
+                snap = fork.as_snapshot(failed["snapshot"])
         image = self.images.ensure(task)
         # the used container goes back to the pool in the same call that takes the next one:
         # the pool resets it in place while this episode runs
@@ -222,10 +261,14 @@ class SWEEnv(gym.Env[str, Any]):
         self.toolbox = Toolbox(self.sandbox, bash_timeout=self.bash_timeout)
         self._episodes += 1
         self._steps, self._obs_chars, self._start = 0, 0, time.monotonic()
-        obs = self._prompt(self.task)
+        obs = prompt = self._prompt(self.task)
         if snap is not None:
             obs = self._branch(snap)
         self._branched_from = snap.id if snap is not None else None
+        turns, parent = failure_starts_.prefix(snap.folder) if failed and snap else ([], None)
+        if parent is not None:  # the prefix's turns are the policy's context
+            obs = failure_starts_.transcript(prompt, turns)
+        self._failures.begin(turns)
         self._done = False
         info: dict[str, Any] = {
             "task_id": self.task.instance_id,
@@ -238,6 +281,12 @@ class SWEEnv(gym.Env[str, Any]):
         }
         if snap is not None:
             info.update(snapshot=snap.id, steps=snap.steps)
+        info["start"] = "failure" if parent is not None else "snapshot" if snap else "task"
+        if parent is not None:
+            info.update(failure=parent, prefix_turns=turns, prompt=prompt)
+        elif start == "failure":
+            info["start_note"] = (f"no failed episode of {task.instance_id} is kept here yet: "
+                                  "it started from the task's start")
         if self.record_dir is not None:
             # the pid too: a vector env's workers share their parent's run id
             self.recorder = EpisodeRecorder(self.record_dir, self.task.instance_id, self._episodes,
@@ -247,7 +296,8 @@ class SWEEnv(gym.Env[str, Any]):
                                 image=self.image.tag, model=self.model,
                                 fork=snap and {"snapshot": snap.id, "step": snap.steps,
                                                "parent_record": snap.parent_record,
-                                               "parent_snapshot": snap.parent})
+                                               "parent_snapshot": snap.parent},
+                                start=info["start"], failure=parent)
             if snap is not None:
                 self.recorder.copy(fork.prefix_events(snap))
             info["record"] = str(self.recorder.path)
@@ -275,13 +325,17 @@ class SWEEnv(gym.Env[str, Any]):
         if self._done or self.sandbox is None or self.task is None or self.image is None:
             raise fork.SnapshotError("snapshot() needs an episode in progress: call it after "
                                      "reset() and before the step that ends the episode")
-        assert self.toolbox is not None
+        return self._take(self.snapshot_dir or fork.default_dir())
+
+    def _take(self, folder: Path) -> fork.Snapshot:
+        assert self.toolbox is not None and self.task is not None and self.image is not None
+        assert self.sandbox is not None
         counters = {"steps": self._steps, "observation_chars": self._obs_chars,
                     "seconds": time.monotonic() - self._start, "last_observation": self._last_obs,
                     "history": self.toolbox.editor.history_state()}
         record = self.recorder.path if self.recorder is not None else None
-        return fork.take(self.sandbox, self.task, self.image.tag, counters,
-                         self.snapshot_dir or fork.default_dir(), record, self._branched_from)
+        return fork.take(self.sandbox, self.task, self.image.tag, counters, folder, record,
+                         self._branched_from)
 
     def _prompt(self, task: Task) -> str:
         where = self.sandbox.workdir if self.sandbox is not None else ""
@@ -331,7 +385,26 @@ class SWEEnv(gym.Env[str, Any]):
         self._record_step(action, parsed, obs, reward, terminated, truncated, info,
                           time.monotonic() - started)
         self._last_obs = obs
+        self._curriculum_step(action, obs, reward, terminated, truncated, info)
         return obs, reward, terminated, truncated, info
+
+    def _curriculum_step(self, action: Any, obs: str, reward: float, terminated: bool,
+                         truncated: bool, info: dict[str, Any]) -> None:
+        """The task's statistics at the end of an episode; snapshots for failure starts."""
+        assert self.task is not None
+        folder = self._failure_dir
+        if folder is None and self.failure_starts:
+            folder = self._failure_dir = Path(self.task_stats.failure_dir())
+        self._failures.stepped(action, obs, None if self._done or folder is None
+                               else lambda: self._take(folder))
+        if not self._done:
+            return
+        resolved = bool(info.get("resolved"))
+        self.task_stats.record(EpisodeResult(self.task.instance_id, terminated, resolved,
+                                             reward, self._steps, time.time()))
+        record = str(self.recorder.path) if self.recorder is not None else None
+        self._failures.ended(self.task.instance_id, self._steps, terminated and not resolved,
+                             {"parent_record": record, "parent_reward": reward})
 
     def _budget_left(self) -> str | None:
         if self._steps >= self.max_steps:
@@ -413,6 +486,7 @@ class SWEEnv(gym.Env[str, Any]):
         self.sandboxes.release(sandbox)
 
     def close(self) -> None:
+        self._failures.abandon()
         if self.recorder is not None:
             self.recorder.close()
             self.recorder = None

@@ -29,6 +29,18 @@ class ChatFormat:
                                                   add_generation_prompt=True, tokenize=False)
         return self._encode(text)
 
+    def continuation_ids(self, prompt: str, tools: list[dict[str, Any]] | None,
+                         turns: list[dict[str, str]]) -> list[int]:
+        """The task prompt, then earlier turns (``action``, ``observation``) as the
+        assistant's and the environment's, ending where the policy goes on (a failure
+        start's prefix)."""
+        ids = self.prompt_ids(prompt, tools)
+        for turn in turns:
+            action = self._encode(turn["action"])
+            ids += action
+            ids += self.observation_ids(turn["observation"], action[-1] if action else None)
+        return ids
+
     def observation_ids(self, observation: str, last_token: int | None) -> list[int]:
         """Closes the assistant turn, adds the observation, opens the next assistant turn.
 

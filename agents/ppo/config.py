@@ -11,6 +11,8 @@ import json
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from repogym.envs.curriculum import parse as parse_sampler
+
 ADVANTAGES = ("gae", "grpo", "rloo")
 TRUNCATIONS = ("auto", "mask", "bootstrap")
 DEVICES = ("auto", "cpu", "cuda")
@@ -59,6 +61,16 @@ class TrainConfig:
     gradient_checkpointing: bool = _f(True, "recompute activations in the backward pass")
     system_prompt: str = _f("", "optional system message put before the task prompt")
 
+    # --- curriculum ---
+    sampler: str = _f("uniform", "how each group's task is drawn: uniform, band:0.1-0.9 (recent "
+                                 "success rate in the band), difficulty:PACE (easy to hard), "
+                                 "weights:FILE.json; add ,failure=P to start a share of groups "
+                                 "from kept failures (docs/curricula.md)")
+    stats: str = _f("", "task statistics file, read when it exists (a resumed run keeps its "
+                        "curriculum); empty: <out>/task_stats.json")
+    failure_starts: int = _f(0, "keep a snapshot K turns before the end of each failed episode, "
+                                "for failure starts; 0 keeps none")
+
     # --- rollouts ---
     episodes_per_update: int = _f(8, "episodes collected per update (tasks x group_size)")
     group_size: int = _f(1, "samples per task; grpo and rloo need at least 2")
@@ -105,7 +117,7 @@ class TrainConfig:
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be at least 1, got {getattr(self, name)}")
         for name in ("save_every", "lora_rank", "minibatch_size", "generation_batch_size",
-                     "fork_at", "episode_retries"):
+                     "fork_at", "episode_retries", "failure_starts"):
             if getattr(self, name) < 0:
                 raise ValueError(f"{name} must be >= 0, got {getattr(self, name)}")
         for name, choices in (("advantage", ADVANTAGES), ("truncation", TRUNCATIONS),
@@ -146,6 +158,13 @@ class TrainConfig:
                 raise ValueError(f"{name} must be >= 0, got {getattr(self, name)}")
         if not self.model:
             raise ValueError("model is empty: give a local model folder or 'tiny'")
+        curriculum = parse_sampler(self.sampler)  # a bad spec fails now, naming the valid ones
+        if not curriculum.uniform and self.env_id != "repogym/SWE-v0":
+            raise ValueError(f"sampler={self.sampler!r} draws from a suite's tasks: it needs "
+                             "--env-id repogym/SWE-v0 (or --sampler uniform)")
+        if curriculum.failure and not self.failure_starts:
+            raise ValueError(f"sampler={self.sampler!r} starts groups from kept failures: set "
+                             "--failure-starts K so that failed episodes are kept")
         self.env_kwargs_dict()  # fail now, not after the model has loaded
 
     @property

@@ -38,6 +38,7 @@ import repogym  # noqa: F401  (registers repogym/SWE-v0)
 from repogym.agents.ppo import toy_env  # noqa: F401  (registers the toy environments)
 from repogym.agents.ppo.chat import ChatFormat
 from repogym.agents.ppo.config import TrainConfig
+from repogym.agents.ppo.curriculum import GroupDraws, curriculum_metrics, stats_path
 from repogym.agents.ppo.fork import collect_forked
 from repogym.agents.ppo.generation import HFGenerator
 from repogym.agents.ppo.policy import Policy, load_policy, resolve_device, token_logprobs
@@ -334,6 +335,11 @@ def env_kwargs(config: TrainConfig, run_dir: Path) -> dict[str, Any]:
         kwargs.setdefault("suite", str(suite.resolve()) if suite.exists() else config.suite)
     if config.record_env:
         kwargs.setdefault("record_dir", str(run_dir.resolve() / "records"))
+    if config.env_id == SWE_ENV_ID:  # the curriculum: statistics kept with the run
+        kwargs.setdefault("stats", str(stats_path(config, run_dir).resolve()))
+        kwargs.setdefault("sampler", config.sampler)
+        if config.failure_starts:
+            kwargs.setdefault("failure_starts", config.failure_starts)
     return kwargs
 
 
@@ -354,12 +360,16 @@ def make_fleet(config: TrainConfig, run_dir: Path) -> Any:
                              address=config.ray, needs_docker=config.env_id == SWE_ENV_ID))
 
 
-def episode_jobs(config: TrainConfig, update: int) -> list[EpisodeJob]:
-    """Seeds per group: every sample of a group resets with the same seed, so the same task."""
+def episode_jobs(config: TrainConfig, update: int,
+                 draws: GroupDraws | None = None) -> list[EpisodeJob]:
+    """Seeds per group: every sample of a group resets with the same seed, so the same task;
+    with a curriculum, with the same draw (task and start) as well."""
     rng = np.random.default_rng([config.seed, update])
     groups = config.episodes_per_update // config.group_size
     seeds = rng.integers(0, 2**31 - 1, size=groups)
-    return [EpisodeJob(index=g * config.group_size + k, seed=int(seeds[g]), group=g)
+    options = draws.options(update, groups) if draws is not None else [None] * groups
+    return [EpisodeJob(index=g * config.group_size + k, seed=int(seeds[g]), group=g,
+                       options=options[g])
             for g in range(groups) for k in range(config.group_size)]
 
 
@@ -395,11 +405,13 @@ def train(config: TrainConfig,
             logger.write_json("cluster.json", fleet.workers())  # which node and engine is which
         for _ in range(config.num_envs if fleet is None else 0):  # one by one, so a failure
             envs.append(make_env(config, run_dir))                # closes those made
+        draws = GroupDraws(config, env_kwargs(config, run_dir)) \
+            if config.env_id == SWE_ENV_ID else None
         if on_start is not None:
             on_start()
         for update in range(start, config.updates):
             # ---- 1. rollouts ----------------------------------------------------------------
-            jobs = episode_jobs(config, update)
+            jobs = episode_jobs(config, update, draws)
             if config.fork_at:  # every sample of a group starts from one shared prefix
                 rollout = collect_forked(envs, generator, chat, jobs, limits, pool,
                                          config.fork_at)
@@ -411,6 +423,8 @@ def train(config: TrainConfig,
             logger.lost(update, rollout.lost)
             metrics = rollout_metrics(rollout.trajectories)
             metrics.update(cluster_metrics(rollout, fleet))
+            metrics.update(curriculum_metrics(rollout.trajectories,
+                                              draws.store if draws is not None else None))
             t_update = time.perf_counter()
             batch = make_batch(rollout.trajectories, int(tokenizer.pad_token_id),
                                config.bootstrap, device)

@@ -48,6 +48,7 @@ class EpisodeJob:
     seed: int
     group: int
     fork: Any = None  # a shared prefix to start from (see fork.py): its snapshot and tokens
+    options: dict[str, Any] | None = None  # reset options: the group's draw of the curriculum
 
 
 @dataclass
@@ -200,7 +201,7 @@ def collect_rollouts(envs: Sequence[gym.Env[Any, Any]] | EnvSlots, generator: Ge
             job, attempt = queue.popleft()
             env = free.pop()
             ep = _Episode(env, Trajectory(job, env=env, where=slots.where(env)), attempt)
-            options = {"snapshot": job.fork.snapshot} if job.fork is not None else None
+            options = {"snapshot": job.fork.snapshot} if job.fork is not None else job.options
             pending[slots.reset(env, seed=job.seed, options=options)] = ep
         for env in free:  # kept by the slots, which drop those of a worker lost meanwhile
             slots.release(env)
@@ -275,6 +276,9 @@ def _on_reset(ep: _Episode, result: Any, chat: ChatFormat, limits: Limits) -> bo
     if fork is not None:  # the shared prefix, its last observation included, is context
         ep.traj.fork = fork.describe()
         ids = list(fork.tokens)
+    elif info.get("start") == "failure":  # an earlier failed episode's turns are context
+        ep.traj.fork = {"failure": info.get("failure"), "prefix_turns": len(info["prefix_turns"])}
+        ids = chat.continuation_ids(str(info["prompt"]), info.get("tools"), info["prefix_turns"])
     else:
         ids = chat.prompt_ids(str(obs), info.get("tools"))
     if len(ids) >= limits.max_context:

@@ -15,6 +15,10 @@ the episode and may run it again on another slot), its slots never come back, th
 it left are removed where the driver can reach its engine, and a replacement is started; its
 slots become free once it is ready. Engines of ``REPOGYM_DOCKER_HOSTS`` (on the driver) are
 handed to workers by free slots, and one that stops answering is taken out.
+
+Task statistics (curricula): the driver holds the store (the ``stats`` file of the env
+arguments, or the process's in-memory one). What the workers' envs record comes back with each
+call's outcome and is merged here; each reset sends its worker what changed since the last.
 """
 
 from __future__ import annotations
@@ -26,11 +30,13 @@ import threading
 import uuid
 import warnings
 from concurrent.futures import Future
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from pathlib import Path
 from typing import Any
 
 from repogym import settings
 from repogym.envs.cluster.worker import EnvWorker, Outcome, remove_worker_containers
+from repogym.envs.curriculum.stats import StatsStore, store_for
 from repogym.envs.sandbox import engines
 from repogym.errors import DockerUnavailable, RepogymError
 
@@ -109,7 +115,15 @@ class Fleet:
     """``config.num_envs`` environments in workers of ``config.envs_per_worker`` each."""
 
     def __init__(self, config: FleetConfig) -> None:
+        stats = config.env_kwargs.get("stats")
+        if stats is not None:  # one file for the driver and every worker's copy
+            config = replace(config, env_kwargs={**config.env_kwargs,
+                                                 "stats": str(Path(stats).resolve())})
         self.config = config
+        self.task_stats: StatsStore = store_for(stats)
+        # worker index -> store version it has applied; until a reset that carried changes
+        # returns, every reset to that worker carries them (its envs reset in parallel)
+        self._stats_acked: dict[int, int] = {}
         self.ray = ray_module()
         self.id = uuid.uuid4().hex[:8]
         self.started = connect(config.address, {config.resource: float(config.num_envs)})
@@ -247,7 +261,18 @@ class Fleet:
     def reset(self, slot: int, seed: int | None = None,
               options: dict[str, Any] | None = None) -> Future[tuple[Any, float]]:
         worker, i = self._worker(slot), slot % self.config.envs_per_worker
-        return self._future(worker, worker.actor.reset.remote(i, seed, options))
+        with self._lock:
+            changes = self.task_stats.changes_since(self._stats_acked.get(worker.index, 0))
+        future = self._future(worker, worker.actor.reset.remote(i, seed, options, changes))
+        if changes is not None:
+            future.add_done_callback(lambda f: self._ack(worker, changes["version"], f))
+        return future
+
+    def _ack(self, worker: _Worker, version: int, done: Future[Any]) -> None:
+        if done.exception() is None:
+            with self._lock:
+                self._stats_acked[worker.index] = max(version,
+                                                      self._stats_acked.get(worker.index, 0))
 
     def step(self, slot: int, action: Any) -> Future[tuple[Any, float]]:
         worker, i = self._worker(slot), slot % self.config.envs_per_worker
@@ -269,6 +294,8 @@ class Fleet:
         def settle(done: Future[Any]) -> None:
             try:
                 outcome: Outcome = done.result()
+                for _, results, failures in outcome.stats:  # before the caller sees the result
+                    self.task_stats.merge(results, failures)
             except lost_errors as exc:
                 self._note_lost(worker, f"worker lost: {_first_line(exc)}", False)
                 out.set_exception(EpisodeLost(worker.where, f"worker lost: {_first_line(exc)}"))

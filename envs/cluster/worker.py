@@ -21,6 +21,7 @@ from typing import Any
 
 import gymnasium as gym
 
+from repogym.envs.curriculum import sharing
 from repogym.envs.sandbox import engines, owners
 from repogym.envs.sandbox.base import LABEL_MANAGED, LABEL_PREFIX, SandboxLost
 from repogym.envs.sandbox.client import current_engine, docker_client, use_engine
@@ -38,6 +39,7 @@ class Outcome:
     seconds: float = 0.0
     lost: str = ""  # why the episode was lost ("" when it was not)
     engine_down: bool = False  # the worker's engine stopped answering: retire the worker
+    stats: Any = ()  # task statistics recorded meanwhile, for the driver's store (sharing.py)
 
 
 class EnvWorker:
@@ -54,6 +56,7 @@ class EnvWorker:
                  needs_docker: bool = True) -> None:
         os.environ.update(env_vars or {})
         owners.PROCESS_LABELS[LABEL_WORKER] = worker_id
+        sharing.relay()  # task statistics live in the driver; the envs here keep a copy
         if engine:
             use_engine(engines.parse_engine(engine))
         if needs_docker:
@@ -86,8 +89,11 @@ class EnvWorker:
         """The single environment's observation and action spaces."""
         return self.envs[0].observation_space, self.envs[0].action_space
 
-    def reset(self, i: int, seed: int | None = None,
-              options: dict[str, Any] | None = None) -> Outcome:
+    def reset(self, i: int, seed: int | None = None, options: dict[str, Any] | None = None,
+              stats: dict[str, Any] | None = None) -> Outcome:
+        """``stats``: what changed in the driver's task statistics since the last reset."""
+        if stats:
+            sharing.update(stats)
         return self._call(self.envs[i].reset, seed=seed, options=options)
 
     def step(self, i: int, action: Any) -> Outcome:
@@ -99,13 +105,13 @@ class EnvWorker:
             value = fn(*args, **kwargs)
         except DockerUnavailable as exc:
             return Outcome(lost=f"engine down: {exc}"[:500], engine_down=True,
-                           seconds=time.perf_counter() - start)
+                           seconds=time.perf_counter() - start, stats=sharing.drain())
         except (TaskError, ActionError):
             raise  # the task or the caller is wrong: running it elsewhere changes nothing
         except (SandboxLost, RepogymError) as exc:  # infrastructure under the episode
             return Outcome(lost=f"{type(exc).__name__}: {exc}"[:500],
-                           seconds=time.perf_counter() - start)
-        return Outcome(value, time.perf_counter() - start)
+                           seconds=time.perf_counter() - start, stats=sharing.drain())
+        return Outcome(value, time.perf_counter() - start, stats=sharing.drain())
 
     def close(self) -> None:
         """Closes every environment (their containers go); safe to call twice."""

@@ -17,6 +17,10 @@ containers from the parent:
 
 N workers then hold N containers, plus one spare and one grading container per image. When a
 worker's connection ends (it exited or crashed), the parent removes what it had leased.
+
+The same socket serves other state the parent keeps for its workers: the layers above
+register a function in :data:`SERVICES` (the curriculum's task statistics do), and a worker
+calls it through a :class:`ServiceClient`.
 """
 
 from __future__ import annotations
@@ -50,6 +54,8 @@ from repogym.errors import SandboxError
 
 ENV_VAR = settings.POOL_BROKER.name  # "pid:run_id:key_hex:socket_name", set by the server
 WORKER_PREFIX = "Worker<"  # how gymnasium names the processes of an AsyncVectorEnv
+# name -> function a worker may call in the parent (registered by the layers above)
+SERVICES: dict[str, Callable[..., Any]] = {}
 
 
 @dataclass(frozen=True)
@@ -79,6 +85,11 @@ class _Session:
         self.leases: dict[str, DockerSandbox] = {}
 
     def handle(self, op: str, *args: Any) -> Any:
+        if op == "service":
+            name, *rest = args
+            if name not in SERVICES:
+                raise ValueError(f"the parent serves no {name!r} (it serves {sorted(SERVICES)})")
+            return SERVICES[name](*rest)
         if op == "open":
             self.pool = self._open(args[0])
             self.grader = self._grader_for(self.pool, args[0].grader)
@@ -329,6 +340,30 @@ class RemotePool:
         with self._lock:
             self._closed = True
             self.conn.close()  # the parent ends the session: leases removed, pool closed
+
+
+class ServiceClient:
+    """A worker's connection to the parent's :data:`SERVICES`; thread-safe."""
+
+    def __init__(self, address: tuple[int, str, bytes, str]):
+        _, _, secret, name = address
+        self.conn = Client("\0" + name, family="AF_UNIX", authkey=secret)
+        self._lock = threading.Lock()
+
+    def call(self, service: str, *args: Any) -> Any:
+        with self._lock:
+            try:
+                self.conn.send(("service", service, *args))
+                status, value = self.conn.recv()
+            except (EOFError, OSError) as exc:
+                raise SandboxError(f"the parent process that serves {service!r} is gone "
+                                   f"({exc}); make the vector env again") from exc
+        if status == "error":
+            raise value
+        return value
+
+    def close(self) -> None:
+        self.conn.close()
 
 
 class RemoteGrader:
