@@ -162,8 +162,10 @@ def certify(tasks: list[Task], config: CertifyConfig | None = None,
                     f"{task.environment.language} tasks")
                 cert = certificate(task, attacks, time.monotonic() - start, missing)
                 beaten = ", ".join(cert["beaten_by"])
+                failed = ", ".join(sorted(n for n, a in attacks.items() if a.error))
                 progress(f"[{i}/{len(tasks)}] {task.instance_id}: {cert['result']}"
                          + (f" (beaten by {beaten})" if beaten else "")
+                         + (f" (did not run: {failed})" if failed else "")
                          + f" in {cert['seconds']:.0f} s")
                 out.append(replace(task, certificate=cert))
                 if on_task is not None:

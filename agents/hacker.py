@@ -63,6 +63,7 @@ from __future__ import annotations
 import base64
 import json
 import shlex
+import zlib
 from collections.abc import Callable, Generator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -153,15 +154,21 @@ def in_package(repo: Repo, code: str) -> Script:
         yield write(repo, f"{package}/__init__.py", code)
 
 
+# The survey's findings can be far longer than one observation shows (an observation keeps the
+# head and the tail of a command's output, 8,000 bytes each by default; flask's `git ls-files`
+# alone is 7,137 characters): the survey writes them to a file, compressed, and prints the
+# first part; the agent reads the rest a part at a time, halving a part that came back cut.
+SURVEY_FILE = "/tmp/.repogym-survey"
+SURVEY_PART = 6000  # characters per part at first
 SURVEY = r"""
-import ast, json, site, subprocess
+import ast, base64, json, site, subprocess, sys, zlib
 files = subprocess.run(["git", "ls-files"], capture_output=True, text=True).stdout.split()
 def is_test(p):
     name = p.rsplit("/", 1)[-1]
     return p.endswith(".py") and (name.startswith("test_") or name.endswith("_test.py"))
 tests = [p for p in files if is_test(p)]
 ids = []
-for p in tests:
+for p in tests if sys.argv[1] == "ids" else ():
     try:
         tree = ast.parse(open(p, "rb").read())
     except (OSError, SyntaxError, ValueError):
@@ -176,21 +183,65 @@ for p in tests:
 pkgs = sorted({p.rsplit("/", 1)[0] for p in files if p.endswith("/__init__.py")
                and (p.count("/") == 1 or (p.startswith("src/") and p.count("/") == 2))
                and p.split("/")[-2] not in ("tests", "test", "testing")})
-print("SURVEY " + json.dumps({"files": files, "packages": pkgs, "test_files": tests,
-      "test_ids": ids, "site_packages": site.getsitepackages(),
-      "user_site": site.getusersitepackages()}))
+data = json.dumps({"files": files, "packages": pkgs, "test_files": tests,
+                   "test_ids": ids, "site_packages": site.getsitepackages(),
+                   "user_site": site.getusersitepackages()})
+blob = base64.b64encode(zlib.compress(data.encode(), 9)).decode()
+with open(sys.argv[2], "w") as out:
+    out.write(blob)
+print("SURVEY %d %s" % (len(blob), blob[:int(sys.argv[3])]))
 """
+SURVEY_MORE = "SURVEY_MORE"
 
 
-def parse_survey(obs: str, targets: tuple[str, ...]) -> Repo:
-    line = next((ln for ln in obs.splitlines() if ln.startswith("SURVEY ")), None)
-    if line is None:
-        raise AgentError(f"the hacker's survey of the repository printed nothing: {obs[-500:]}")
-    data = json.loads(line[len("SURVEY ") :])
-    return Repo(files=tuple(data["files"]), packages=tuple(data["packages"]),
-                test_files=tuple(data["test_files"]), test_ids=tuple(data["test_ids"]),
-                site_packages=tuple(data["site_packages"]), user_site=data["user_site"],
-                targets=targets)
+class Survey:
+    """The survey's parts as they arrive (see :data:`SURVEY`); ``action`` is the next tool call
+    that reads one, None once the survey is whole."""
+
+    def __init__(self, need_ids: bool) -> None:
+        self.need_ids = need_ids
+        self.size: int | None = None
+        self.text = ""
+        self.part = SURVEY_PART
+
+    def start(self) -> Action:
+        return python(SURVEY, "ids" if self.need_ids else "-", SURVEY_FILE, str(self.part))
+
+    def take(self, obs: str) -> Action | None:
+        """Takes an observation; returns the call that reads the next part, or None."""
+        if self.size is None:
+            line = _marked(obs, "SURVEY ")
+            if line is None:
+                raise AgentError("the hacker's survey of the repository printed nothing: "
+                                 f"{obs[-500:]}")
+            size, _, part = line.partition(" ")
+            self.size = int(size)
+        else:
+            part = _marked(obs, f"{SURVEY_MORE} ") or ""
+        want = min(self.part, self.size - len(self.text))
+        if len(part) == want and part.isascii():
+            self.text += part
+        elif self.part > 500:  # the observation cut it: smaller parts
+            self.part //= 2
+        else:
+            raise AgentError(f"the hacker's survey cannot be read back: {obs[-300:]}")
+        if len(self.text) >= self.size:
+            return None
+        return bash(f"printf '{SURVEY_MORE} '; tail -c +{len(self.text) + 1} {SURVEY_FILE} "
+                    f"| head -c {self.part}; echo")
+
+    def repo(self, targets: tuple[str, ...]) -> Repo:
+        data = json.loads(zlib.decompress(base64.b64decode(self.text)))
+        return Repo(files=tuple(data["files"]), packages=tuple(data["packages"]),
+                    test_files=tuple(data["test_files"]), test_ids=tuple(data["test_ids"]),
+                    site_packages=tuple(data["site_packages"]), user_site=data["user_site"],
+                    targets=targets)
+
+
+def _marked(obs: str, marker: str) -> str | None:
+    """What follows ``marker`` on the observation's line that starts with it."""
+    line = next((ln for ln in obs.splitlines() if ln.startswith(marker)), None)
+    return None if line is None else line[len(marker):].strip()
 
 
 def targets_from(prompt: str) -> tuple[str, ...]:
@@ -710,7 +761,7 @@ class HackerAgent:
         self.findings = Findings()
         self.targets: tuple[str, ...] = ()
         self._script: Script | None = None
-        self._surveying = False
+        self._survey: Survey | None = None
 
     def reset(self, obs: str, info: dict[str, Any]) -> None:
         task_id = str(info.get("task_id", ""))
@@ -723,17 +774,20 @@ class HackerAgent:
         known = self.tasks.get(task_id)
         self.targets = tuple(known.FAIL_TO_PASS) if known else targets_from(obs)
         self.repo, self._script = None, None
-        self._surveying = False
+        self._survey = None
         self.findings = Findings()
 
     def act(self, obs: str, info: dict[str, Any]) -> Action:
         if self.current is None:
             raise AgentError("call reset(obs, info) before act()")
         if self.repo is None:
-            if not self._surveying:
-                self._surveying = True
-                return python(SURVEY)
-            self.repo = parse_survey(obs, self.targets)
+            if self._survey is None:  # the test ids are read only when no target is known
+                self._survey = Survey(need_ids=not self.targets)
+                return self._survey.start()
+            more = self._survey.take(obs)
+            if more is not None:
+                return more
+            self.repo = self._survey.repo(self.targets)
             self._script = self.current.script(self.repo, self.findings)
             return self._next(None)
         return self._next(obs)

@@ -361,6 +361,15 @@ def _rebind(kept: list[Task], built: Built) -> list[Task]:
 
 def _report(args: argparse.Namespace, result: Collected, written: dict[str, Any]) -> int:
     print(f"{args.add_source}: {result.summary()}")
+    certified = [o for o in result.outcomes if o.get("kept") and o.get("certificate")]
+    if certified:
+        results = [o["certificate"] for o in certified]
+        incomplete = [o["instance_id"] for o in certified if o["certificate"] == "incomplete"]
+        print(f"certificates of the kept tasks: {results.count('pass')} pass, "
+              f"{len(incomplete)} incomplete"
+              + (f" (not certified, not every attack ran: {', '.join(incomplete)}; "
+                 "`repogym tasks certify --suite OUT --task ID` tries again)"
+                 if incomplete else ""))
     if result.stopped:
         print(f"stopped early: {result.stopped}; run the same command again to go on from "
               "there", file=sys.stderr)

@@ -20,7 +20,8 @@ from repogym.tasks.suite import ALL, load_suite, select, suite_path
 if TYPE_CHECKING:
     from repogym.agents.certify import CertifyConfig
 
-HACKABLE = "hackable"  # repogym.agents.certify.HACKABLE, without importing the agents here
+# repogym.agents.certify's results, without importing the agents here
+PASS, HACKABLE, INCOMPLETE = "pass", "hackable", "incomplete"
 ATTACK_TIMEOUT, LOOP_TIMEOUT = 120.0, 10.0  # CertifyConfig's defaults
 
 
@@ -75,9 +76,33 @@ def certify_tasks(tasks: list[Task], args: argparse.Namespace,
     done = certify(tasks, config_from(args), progress, on_task)
     print(table([[t.instance_id, (t.certificate or {}).get("result", ""),
                   ", ".join((t.certificate or {}).get("beaten_by", [])),
+                  ", ".join(not_run(t.certificate or {})),
                   f"{(t.certificate or {}).get('seconds', 0):.0f}"] for t in done],
-                ["task", "certificate", "beaten by", "seconds"]))
+                ["task", "certificate", "beaten by", "did not run", "seconds"]))
+    results = [(t.certificate or {}).get("result") for t in done]
+    print(f"certificates: {results.count(PASS)} pass, {results.count(HACKABLE)} hackable, "
+          f"{results.count(INCOMPLETE)} incomplete")
+    for task in done:
+        if (task.certificate or {}).get("result") == INCOMPLETE:
+            print(f"incomplete: {task.instance_id}: {incomplete_reason(task.certificate or {})}")
     return done
+
+
+def not_run(cert: dict[str, Any]) -> list[str]:
+    """The attacks of a certificate whose episode did not run to its end."""
+    return sorted(name for name, a in cert.get("attacks", {}).items() if a.get("error"))
+
+
+def incomplete_reason(cert: dict[str, Any]) -> str:
+    """Which attacks did not run, and why (each one's error, cut)."""
+    if cert.get("error"):
+        return str(cert["error"])
+    names = not_run(cert)
+    if not names:
+        return "no attack was played"
+    why = "; ".join(f"{n}: {cert['attacks'][n]['error'][:160]}" for n in names[:3])
+    more = f" (and {len(names) - 3} more)" if len(names) > 3 else ""
+    return f"{len(names)} attacks did not run: {', '.join(names)}{more}. {why}"
 
 
 def certify_suite(args: argparse.Namespace) -> int:
@@ -94,17 +119,23 @@ def certify_suite(args: argparse.Namespace) -> int:
 
     start = time.monotonic()
     done = certify_tasks(tasks, args, record)
-    hackable = [t.instance_id for t in done if (t.certificate or {}).get("result") == HACKABLE]
+    result = {t.instance_id: (t.certificate or {}).get("result") for t in done}
+    hackable = [i for i, r in result.items() if r == HACKABLE]
+    incomplete = [i for i, r in result.items() if r == INCOMPLETE]
     per_task = (time.monotonic() - start) / len(done)
-    print(f"{len(done) - len(hackable)}/{len(done)} tasks withstood every attack "
+    # only a complete certificate with no attack winning is a pass
+    print(f"{list(result.values()).count(PASS)}/{len(done)} tasks withstood every attack "
           f"({per_task:.0f} s per task); certificates written to {path}")
     if hackable:
         print(f"hackable: {', '.join(hackable)}"
               + ("" if args.keep_hackable else " (left out of the suite; --keep-hackable "
                  "keeps them)"))
+    if incomplete:
+        print(f"incomplete: {', '.join(incomplete)} (not every attack ran: the tasks are not "
+              "certified; see the reasons above, then run again with --task ID)")
     write_json(args.json, [{"instance_id": t.instance_id, "certificate": t.certificate}
                            for t in done])
-    return 1 if hackable else 0
+    return 1 if hackable or incomplete else 0
 
 
 def task_file(suite: Path) -> Path:
@@ -147,6 +178,8 @@ def certify_collected(result: Any, args: argparse.Namespace) -> None:
         cert = task.certificate or {}
         outcome = outcomes.get(task.instance_id, {})
         outcome["certificate"] = cert.get("result")
+        if cert.get("result") == INCOMPLETE:
+            outcome["certificate_incomplete"] = incomplete_reason(cert)
         if cert.get("result") == HACKABLE and not args.keep_hackable:
             outcome.update(kept=False, reason_kind="hackable",
                            reason=f"hackable: beaten by {', '.join(cert['beaten_by'])}")

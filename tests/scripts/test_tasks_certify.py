@@ -107,3 +107,45 @@ def test_certify_a_suite_and_drop_what_an_attack_beats(toy_task: Task, toy_image
     assert main([*base, "--attacks", "decoy_aware"]) == 1
     assert (suite / "tasks.jsonl").read_text() == ""
     assert "hackable: toy__calc-1 (left out of the suite" in capsys.readouterr().out
+
+
+def test_an_incomplete_certificate_is_no_pass(monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
+                                              capsys: pytest.CaptureFixture[str]) -> None:
+    """pallets__flask-4992: every attack errored, the certificate was `incomplete`, and both
+    commands still said "1/1 tasks withstood every attack" (exit 0). The attacks themselves
+    are the Docker tests; here, what the commands make of their result."""
+    import repogym.agents.certify as certify_module
+    import repogym.tasks.images as images
+
+    tasks = [Task(f"t-{i}", "r", "0" * 40, "Fix it.") for i in (1, 2)]
+    attacks = {"t-1": {"a": Attack(), "b": Attack()},
+               "t-2": {"a": Attack(), "b": Attack(error="JSONDecodeError: Unterminated string"),
+                       "c": Attack(error="AgentError: the survey printed nothing")}}
+
+    def fake(kept: list[Task], config: object, progress: object, on_task: object = None
+             ) -> list[Task]:
+        done = [t.with_(certificate=certificate(t, attacks[t.instance_id], 1.0)) for t in kept]
+        for task in done:
+            if callable(on_task):
+                on_task(task)
+        return done
+
+    monkeypatch.setattr(certify_module, "certify", fake)
+    monkeypatch.setattr(images, "ensure_image", lambda task, progress: None)
+    suite = tmp_path / "suite"
+    suite.mkdir()
+    (suite / "tasks.jsonl").write_text("".join(json.dumps(t.to_dict()) + "\n" for t in tasks))
+    assert main(["tasks", "certify", "--suite", str(suite)]) == 1
+    out = capsys.readouterr().out
+    assert "1/2 tasks withstood every attack" in out
+    assert "certificates: 1 pass, 0 hackable, 1 incomplete" in out
+    assert "incomplete: t-2: 2 attacks did not run: b, c." in out and "JSONDecodeError" in out
+    assert [t.certificate["result"] for t in load_suite(suite)] == ["pass", "incomplete"]
+    # tasks add: kept, and said to be incomplete
+    found = Collected(kept=list(tasks), outcomes=[
+        {"instance_id": t.instance_id, "kept": True, "reason": ""} for t in tasks])
+    certify_collected(found, argparse.Namespace(keep_hackable=False, attacks=None,
+                                                attack_timeout=120.0, loop_timeout=10.0,
+                                                attack_workers=1))
+    assert [o["certificate"] for o in found.outcomes] == ["pass", "incomplete"]
+    assert "did not run: b, c" in found.outcomes[1]["certificate_incomplete"]
