@@ -18,19 +18,51 @@ Example::
 
 ``env_config`` holds ``gym.make`` arguments (``suite``, ``split``, ``reward``, ...) and
 ``max_turns``; a row's extras name its task as ``task_id`` (or ``extra_info.task_id``).
+
+With a curriculum (``env_config={"sampler": "band:0.1-0.9", "group_size": 4, ...}``, see
+docs/curricula.md) rows name groups instead (``dataset_rows(suite, sampled=N)``: ``task_id``
+``"sample"`` and a ``group`` key). SkyRL makes one env per sample of a row in one process; the
+first of a group to ``init`` draws (a task, maybe a kept failure to start from) and the next
+``group_size - 1`` play the same draw, so a group compares samples of one task.
 """
 
 from __future__ import annotations
 
+import random
+import threading
 from typing import Any
 
 import gymnasium as gym
 from skyrl_gym.envs.base_text_env import BaseTextEnv, BaseTextEnvStepOutput
 
 from repogym.agents.llm import SYSTEM_PROMPT
+from repogym.envs.curriculum.draws import draw
 
 ENV_ID = "repogym"
 DEFAULT_MAX_TURNS = 30
+SAMPLE = "sample"  # a row's task_id when the curriculum draws its task
+
+
+class GroupDraws:
+    """One draw per group of ``group_size`` inits with the same group key (this process)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._open: dict[str, tuple[dict[str, Any], int]] = {}
+        self._rng = random.Random(0)
+
+    def options(self, key: str, group_size: int, env: Any) -> dict[str, Any]:
+        with self._lock:
+            options, used = self._open.get(key, ({}, group_size))
+            if used >= group_size:
+                base = env.unwrapped
+                options, used = draw(base.tasks, base.curriculum, base.task_stats,
+                                     self._rng).options(), 0
+            self._open[key] = (options, used + 1)
+            return options
+
+
+GROUPS = GroupDraws()
 
 
 def register(env_id: str = ENV_ID) -> None:
@@ -41,12 +73,18 @@ def register(env_id: str = ENV_ID) -> None:
         skyrl_gym.register(id=env_id, entry_point=f"{__name__}:RepogymTextEnv")
 
 
-def dataset_rows(suite: str = "demo", split: str = "train", env_id: str = ENV_ID
-                 ) -> list[dict[str, Any]]:
+def dataset_rows(suite: str = "demo", split: str = "train", env_id: str = ENV_ID,
+                 sampled: int = 0) -> list[dict[str, Any]]:
     """SkyRL dataset rows, one per task of ``split``: the system prompt alone (the task's
-    prompt comes from the environment at ``init``), the env class and the task's id."""
+    prompt comes from the environment at ``init``), the env class and the task's id; with
+    ``sampled=N``, N rows whose tasks a curriculum draws (``env_config["sampler"]``)."""
     from repogym.tasks.suite import load_suite
 
+    if sampled:
+        return [{"data_source": f"repogym/{suite}", "env_class": env_id,
+                 "prompt": [{"role": "system", "content": SYSTEM_PROMPT}], "task_id": SAMPLE,
+                 "group": f"sample-{i}", "reward_spec": {"method": "rule"}}
+                for i in range(sampled)]
     return [{"data_source": f"repogym/{suite}", "env_class": env_id,
              "prompt": [{"role": "system", "content": SYSTEM_PROMPT}],
              "task_id": task.instance_id, "reward_spec": {"method": "rule"}}
@@ -70,15 +108,28 @@ class RepogymTextEnv(BaseTextEnv):  # type: ignore[misc]  # skyrl_gym ships no t
         extras = extras or {}
         self.task_id = _task_id(extras)
         self.max_turns = int(extras.get("max_turns", config.pop("max_turns", DEFAULT_MAX_TURNS)))
+        self.group_size = int(config.pop("group_size", 1))
+        self.group = str(extras.get("group") or extras.get("uid") or id(self))
+        if self.task_id == SAMPLE and not config.get("sampler"):
+            raise ValueError("a 'sample' row draws its task from a curriculum: put sampler "
+                             "(e.g. band:0.1-0.9) and group_size in env_config")
         self.env = gym.make("repogym/SWE-v0", **config)
         self.info: dict[str, Any] = {}
 
     def init(self, prompt: list[dict[str, str]] | None = None
              ) -> tuple[list[dict[str, str]], dict[str, Any]]:
-        obs, info = self.env.reset(options={"task_id": self.task_id})
+        options = ({"task_id": self.task_id} if self.task_id != SAMPLE
+                   else GROUPS.options(self.group, self.group_size, self.env))
+        obs, info = self.env.reset(options=options)
         self.turns, self.info = 0, {}
-        return [*(prompt or []), {"role": "user", "content": obs}], {
-            "task_id": info["task_id"], "tools": info["tools"]}
+        messages = [*(prompt or []), {"role": "user", "content": obs}]
+        if info.get("start") == "failure":  # the failed episode's turns as earlier chat turns
+            messages[-1]["content"] = info["prompt"]
+            for turn in info["prefix_turns"]:
+                messages += [{"role": "assistant", "content": turn["action"]},
+                             {"role": "user", "content": turn["observation"]}]
+        return messages, {"task_id": info["task_id"], "tools": info["tools"],
+                          "start": info["start"]}
 
     def step(self, action: str) -> BaseTextEnvStepOutput:
         self.turns += 1

@@ -12,6 +12,12 @@ id; each rollout is one episode in ``repogym/SWE-v0``:
 - the reward is the episode's graded reward; an episode that reaches ``max_turns`` without
   submitting is submitted as it stands (``submit_at_end``) so that it is graded.
 
+With a curriculum (``RolloutConfig(sampler="band:0.1-0.9")``, see docs/curricula.md) the
+prompts only name groups: TRL repeats each dataset row ``num_generations`` times, and each
+distinct prompt of a batch gets one draw of the sampler (a task, and with ``failure=P`` maybe a
+kept failure to start from) that all its copies play. ``task_dataset(suite, sampled=N)`` makes
+N such rows. A failure start's prefix opens the prompt as earlier chat turns.
+
 Example (a real model on a GPU works the same way)::
 
     from trl import GRPOConfig, GRPOTrainer
@@ -28,6 +34,7 @@ Example (a real model on a GPU works the same way)::
 from __future__ import annotations
 
 import copy
+import random
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
@@ -37,6 +44,10 @@ import torch
 
 from repogym.agents.llm import SYSTEM_PROMPT
 from repogym.agents.ppo.chat import ChatFormat
+from repogym.envs.curriculum import check, parse
+from repogym.envs.curriculum.draws import draw
+from repogym.envs.curriculum.stats import store_for
+from repogym.tasks.suite import load_suite
 
 
 @dataclass(frozen=True)
@@ -52,8 +63,14 @@ class RolloutConfig:
     submit_at_end: bool = True  # grade an episode that used up max_turns as it stands
     system_prompt: str = SYSTEM_PROMPT
     env_kwargs: dict[str, Any] = field(default_factory=dict)  # more gym.make arguments
+    sampler: str = ""  # a curriculum (band:0.1-0.9, ...): prompts name groups, not tasks
+    stats: str | None = None  # the task statistics file (None: this process's, in memory)
+    failure_starts: int = 0  # keep a snapshot K turns before the end of each failed episode
+    seed: int = 0  # of the curriculum's draws
 
     def __post_init__(self) -> None:
+        if self.sampler:
+            parse(self.sampler)  # a bad spec fails now, naming the valid ones
         if min(self.max_turns, self.max_new_tokens) < 1 or self.max_context < 2:
             raise ValueError(f"max_turns={self.max_turns}, max_new_tokens={self.max_new_tokens}"
                              f", max_context={self.max_context}: use positive budgets")
@@ -61,13 +78,14 @@ class RolloutConfig:
             raise ValueError(f"temperature={self.temperature}: sampling needs a positive value")
 
 
-def task_dataset(suite: str = "demo", split: str = "train", repeat: int = 1) -> Any:
+def task_dataset(suite: str = "demo", split: str = "train", repeat: int = 1,
+                 sampled: int = 0) -> Any:
     """A ``datasets.Dataset`` whose ``prompt`` column holds the task ids of ``split``, ``repeat``
-    times over."""
-    from datasets import Dataset
+    times over; with ``sampled=N``, N rows ``sample-I`` whose tasks a curriculum draws."""
+    from datasets import Dataset  # here: datasets is slow to import and only TRL users need it
 
-    from repogym.tasks.suite import load_suite
-
+    if sampled:
+        return Dataset.from_list([{"prompt": f"sample-{i}"} for i in range(sampled)])
     ids = [t.instance_id for t in load_suite(suite, split)]
     return Dataset.from_list([{"prompt": i} for i in ids * repeat])
 
@@ -103,14 +121,22 @@ class RepogymRollout:
         self.config = config or RolloutConfig()
         self.envs: list[gym.Env[Any, Any]] = []
         self.pool: ThreadPoolExecutor | None = None
+        self.curriculum = parse(self.config.sampler) if self.config.sampler else None
+        self.task_stats = store_for(self.config.stats)
+        self.tasks = (load_suite(self.config.suite, self.config.split or "train")
+                      if self.curriculum is not None else [])
+        if self.curriculum is not None:
+            check(self.curriculum, self.tasks)
+        self._rng = random.Random(self.config.seed)
 
     def __call__(self, prompts: list[Any], trainer: Any) -> dict[str, list[Any]]:
         tokenizer = trainer.processing_class
         model = trainer.accelerator.unwrap_model(trainer.model)
         chat = ChatFormat(tokenizer, self.config.system_prompt)
         pool = self._pool(len(prompts))
+        options = self._options(prompts)
         episodes = [_Episode(env, _task_id(p)) for env, p in zip(self.envs, prompts, strict=False)]
-        list(pool.map(lambda ep: self._reset(ep, chat), episodes))
+        list(pool.map(lambda ep, o: self._reset(ep, chat, o), episodes, options))
         while live := [ep for ep in episodes if not ep.done]:
             outputs = generate(model, tokenizer, [ep.prompt_ids + ep.completion_ids for ep in live],
                                self._budgets(live), self.config.temperature)
@@ -127,9 +153,26 @@ class RepogymRollout:
                 "resolved": [ep.resolved for ep in episodes],
                 "task_id": [ep.task_id for ep in episodes]}
 
-    def _reset(self, ep: _Episode, chat: ChatFormat) -> None:
-        obs, info = ep.env.reset(options={"task_id": ep.task_id})
-        ep.prompt_ids = chat.prompt_ids(str(obs), info.get("tools"))
+    def _options(self, prompts: list[Any]) -> list[dict[str, Any]]:
+        """Reset options per prompt: its task, or the curriculum's draw for its group."""
+        if self.curriculum is None:
+            return [{"task_id": _task_id(p)} for p in prompts]
+        drawn: dict[str, dict[str, Any]] = {}
+        for p in prompts:  # each distinct prompt is one group: one draw for all its copies
+            key = repr(p)
+            if key not in drawn:
+                drawn[key] = draw(self.tasks, self.curriculum, self.task_stats,
+                                  self._rng).options()
+        return [drawn[repr(p)] for p in prompts]
+
+    def _reset(self, ep: _Episode, chat: ChatFormat, options: dict[str, Any]) -> None:
+        obs, info = ep.env.reset(options=options)
+        ep.task_id = str(info["task_id"])
+        if info.get("start") == "failure":  # the failed episode's turns open the prompt
+            ep.prompt_ids = chat.continuation_ids(str(info["prompt"]), info.get("tools"),
+                                                  info["prefix_turns"])
+        else:
+            ep.prompt_ids = chat.prompt_ids(str(obs), info.get("tools"))
 
     def _step(self, ep: _Episode, text: str, chat: ChatFormat) -> None:
         obs, reward, terminated, truncated, info = ep.env.step(text)
@@ -153,7 +196,11 @@ class RepogymRollout:
         import repogym  # noqa: F401 - registers the environment
 
         kwargs = {"suite": self.config.suite, "split": self.config.split,
-                  **self.config.env_kwargs}
+                  "stats": self.config.stats, **self.config.env_kwargs}
+        if self.curriculum is not None:
+            kwargs.setdefault("sampler", self.config.sampler)
+        if self.config.failure_starts:
+            kwargs.setdefault("failure_starts", self.config.failure_starts)
         while len(self.envs) < n:
             self.envs.append(gym.make("repogym/SWE-v0", **kwargs))
         if self.pool is None or self.pool._max_workers < n:  # noqa: SLF001

@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 
 from repogym import settings
+from repogym.envs.curriculum import parse
 from repogym.scripts.common import progress
 
 
@@ -35,6 +36,14 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--reward", default="binary",
                    choices=("binary", "pass_rate", "replication", "shaped"),
                    help="the reward function (default: binary)")
+    p.add_argument("--sampler", default="uniform",
+                   help="the task of a reset that names none: uniform, band:0.1-0.9, "
+                   "difficulty:PACE, weights:FILE.json (docs/curricula.md)")
+    p.add_argument("--stats", default=None,
+                   help="task statistics file shared by every session (read if it exists)")
+    p.add_argument("--failure-starts", type=int, default=0,
+                   help="keep a snapshot K turns before the end of each failed episode, for "
+                   "resets with start=failure (default: 0, none)")
     p.set_defaults(func=run)
 
 
@@ -48,9 +57,12 @@ def run(args: argparse.Namespace) -> int:
         raise SystemExit(f"repogym serve: --host {args.host} exposes the server beyond this "
                          "machine; add --allow-remote to mean it")
     token = args.token or settings.TOKEN.get()
+    parse(args.sampler)  # a bad spec is bad input: it says the valid names before serving
     config = ServeConfig(suite=args.suite, split=args.split, token=token,
                          max_sessions=args.max_sessions, idle_timeout=args.idle_timeout,
-                         env_kwargs={"max_steps": args.max_steps, "reward": args.reward})
+                         env_kwargs={"max_steps": args.max_steps, "reward": args.reward,
+                                     "sampler": args.sampler, "stats": args.stats,
+                                     "failure_starts": args.failure_starts})
     sock = bind(args.host, args.port)
     progress(f"repogym serve: suite {args.suite} on http://{args.host}:{sock.getsockname()[1]} "
              f"(OpenEnv WebSocket at /ws, {args.max_sessions} sessions, idle timeout "

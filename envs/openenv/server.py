@@ -65,9 +65,12 @@ class RepogymOpenEnv(Environment[RepogymAction, RepogymObservation, State]):
         self._state = State(episode_id=None, step_count=0)
 
     def reset(self, seed: int | None = None, episode_id: str | None = None,
-              task_id: str | None = None, **_: Any) -> RepogymObservation:
-        options = {"task_id": task_id} if task_id else None
-        obs, info = self.env.reset(seed=seed, options=options)
+              task_id: str | None = None, start: str | None = None,
+              **_: Any) -> RepogymObservation:
+        """No ``task_id``: the env's sampler draws one; ``start="failure"``: from a kept
+        failure of the task (see docs/curricula.md)."""
+        options = {k: v for k, v in (("task_id", task_id), ("start", start)) if v}
+        obs, info = self.env.reset(seed=seed, options=options or None)
         self._state = State(episode_id=episode_id or str(uuid.uuid4()), step_count=0,
                             task_id=info.get("task_id"))
         return RepogymObservation(text=str(obs), info=_json_safe(info), done=False, reward=0.0)

@@ -4,6 +4,7 @@ action, chat messages come back, and the graded reward ends the episode."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 import skyrl_gym
@@ -75,3 +76,34 @@ def test_dataset_rows_name_their_tasks() -> None:
     rows = skyrl_env.dataset_rows("demo", "train")
     assert rows and all(r["env_class"] == "repogym" and r["task_id"] for r in rows)
     assert rows[0]["prompt"][0]["role"] == "system"
+
+
+def test_sampled_rows_play_one_draw_per_group(tmp_path: Path) -> None:
+    from repogym.envs.curriculum import EpisodeResult, StatsStore
+    from repogym.tasks.suite import load_suite
+
+    only, path = "demo__minicalc-2", tmp_path / "stats.json"
+    store = StatsStore(path)
+    for task in load_suite("demo", "train"):  # only `only` has a recent rate in 0.1-0.9
+        for k in range(8):
+            solved = k % 2 == 0 if task.instance_id == only else True
+            store.record(EpisodeResult(task.instance_id, True, solved, float(solved), 1))
+    rows = skyrl_env.dataset_rows("demo", sampled=2)
+    assert [r["task_id"] for r in rows] == ["sample"] * 2 and rows[1]["group"] == "sample-1"
+    skyrl_env.register()
+    config = {"suite": "demo", "sandbox": "fake", "stats": str(path), "group_size": 2,
+              "sampler": "band:0.1-0.9,explore=0"}
+    seen = []
+    for row in (rows[0], rows[0], rows[1], rows[1]):
+        env = skyrl_gym.make("repogym", env_config=dict(config), extras=row)
+        try:
+            _, info = env.init([])
+            seen.append(info["task_id"])
+            assert env.step(SUBMIT)["done"]
+        finally:
+            env.close()
+    assert seen == [only] * 4
+    assert StatsStore(path).table().get(only).attempts == 12
+    with pytest.raises(ValueError, match="put sampler"):
+        skyrl_gym.make("repogym", env_config={"suite": "demo", "sandbox": "fake"},
+                       extras=rows[0])

@@ -71,3 +71,36 @@ def test_two_grpo_steps_on_the_demo_suite(tmp_path: Path) -> None:
             assert all(lp <= 0.0 for lp, m in zip(lps, mask, strict=True) if m)
             assert tokenizer.decode(prompt).count("<|assistant|>") == 1
         assert all(isinstance(r, float) for r in out["reward"])  # graded: the model submitted
+
+
+def test_each_group_of_prompts_plays_one_draw_of_the_curriculum(tmp_path: Path) -> None:
+    from types import SimpleNamespace
+
+    from repogym.agents.ppo.policy import tiny_model
+    from repogym.agents.trl_rollout import RepogymRollout, task_dataset
+    from repogym.envs.curriculum import EpisodeResult, StatsStore
+    from repogym.tasks.suite import load_suite
+
+    only, store = "demo__stockroom-3", StatsStore(tmp_path / "stats.json")
+    for task in load_suite("demo", "train"):  # only `only` has a recent rate in 0.1-0.9
+        for k in range(8):
+            solved = k % 2 == 0 if task.instance_id == only else False
+            store.record(EpisodeResult(task.instance_id, True, solved, float(solved), 1))
+    with pytest.raises(ValueError, match="unknown name"):
+        RolloutConfig(sampler="bandwidth")
+    lm, tokenizer = tiny_model(0, max_context=8192)
+    trainer = SimpleNamespace(processing_class=tokenizer, model=lm,
+                              accelerator=SimpleNamespace(unwrap_model=lambda m: m))
+    rollout = RepogymRollout(RolloutConfig(
+        suite="demo", max_turns=1, max_new_tokens=4, max_context=8192,
+        sampler="band:0.1-0.9,explore=0", stats=str(tmp_path / "stats.json"),
+        env_kwargs={"sandbox": "fake"}))
+    try:
+        prompts = [row["prompt"] for row in task_dataset(sampled=2)]
+        assert prompts == ["sample-0", "sample-1"]
+        out = rollout([prompts[0], prompts[0], prompts[1], prompts[1]], trainer)
+    finally:
+        rollout.close()
+    assert out["task_id"] == [only] * 4
+    saved = StatsStore(tmp_path / "stats.json").table()  # every episode was graded, counted
+    assert saved.get(only).attempts == 8 + 4 and saved.episodes == 8 * 5 + 4

@@ -12,6 +12,7 @@ import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from pathlib import Path
 
 import httpx
 import pytest
@@ -163,3 +164,28 @@ def test_serve_listens_on_loopback_unless_told() -> None:
 
     args = build_parser(["serve"]).parse_args(["serve"])
     assert args.host == "127.0.0.1"
+
+
+def test_a_session_draws_with_the_servers_sampler(tmp_path: Path,
+                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    from repogym.envs.openenv.models import RepogymAction
+    from repogym.envs.openenv.server import RepogymOpenEnv
+    from repogym.scripts.cli import main
+
+    weights, stats = tmp_path / "w.json", tmp_path / "stats.json"
+    weights.write_text(json.dumps({"demo__stockroom-5": 1}))
+    bound = type("Session", (RepogymOpenEnv,), {"env_kwargs": {
+        "suite": "demo", "sandbox": "fake", "sampler": f"weights:{weights}",
+        "stats": str(stats)}})
+    session = bound()
+    try:
+        for seed in range(3):  # no task named: the sampler draws
+            assert session.reset(seed=seed).info["task_id"] == "demo__stockroom-5"
+        first = session.reset(start="failure")  # none kept yet: it says so
+        assert first.info["start"] == "task" and "no failed episode" in first.info["start_note"]
+        assert session.step(RepogymAction(text='{"tool": "submit"}')).done
+    finally:
+        session.close()
+    assert json.loads(stats.read_text())["episodes"] == 1
+    assert main(["serve", "--sampler", "bandit", "--token", "t"]) == 2
+    assert "unknown name 'bandit'" in capsys.readouterr().err
