@@ -1,6 +1,7 @@
 """The folder a ``tasks add`` writes: a new suite, or an existing one that grows.
 
-- A new or empty folder becomes a suite.
+- A new or empty folder becomes a suite; so does one that a run which kept nothing left (an
+  empty ``tasks.jsonl`` and its report), so the same command can run into it again.
 - A folder that holds a suite (``tasks.jsonl``) grows: its lines are never rewritten, new tasks
   are appended. A candidate the suite already holds (same id, same base commit and patches) is
   skipped without a check; a new task whose id is taken gets the first free ``-N`` suffix, so
@@ -67,7 +68,9 @@ class SuiteFolder:
             self._read_suite()
             if config is not None:
                 self._read_progress()
-            if not self.rows and not (out / PROGRESS).exists() and any(out.iterdir()):
+            # a suite of no task (a run that kept nothing) is a suite: it can be run into again
+            if not (out / TASKS).exists() and not (out / PROGRESS).exists() \
+                    and any(out.iterdir()):
                 raise OutputError(
                     f"--out {out} holds files but no suite ({TASKS}): give a new or empty folder, "
                     "or a suite folder to add to.")

@@ -209,12 +209,14 @@ def fake_checks(monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
 
     from repogym.scripts import tasks_add
 
-    state: dict[str, Any] = {"checked": [], "interrupt_at": None}
+    state: dict[str, Any] = {"checked": [], "interrupt_at": None, "reject": False}
 
     def derive(task: Task) -> tuple[Task | None, str]:
         if len(state["checked"]) == state["interrupt_at"]:
             raise KeyboardInterrupt
         state["checked"].append(task.instance_id)
+        if state["reject"]:
+            return None, "setup fails: the index could not be reached"
         return task.with_(FAIL_TO_PASS=("tests/test_lib.py::test_f",)), "ok"
 
     @contextlib.contextmanager
@@ -256,6 +258,24 @@ def test_an_interrupted_run_resumes_and_a_second_run_adds_only_what_is_new(
     assert main(command) == 0  # every commit is in the suite now
     assert "nothing new to try" in capsys.readouterr().err
     assert len(load_suite(out)) == 5 and len(fake_checks["checked"]) == 5
+
+
+def test_a_run_that_kept_nothing_can_be_run_again_into_the_same_folder(
+        tmp_path: Path, fake_checks: dict[str, Any], capsys: pytest.CaptureFixture[str]) -> None:
+    """#35: a failed run left an empty tasks.jsonl, and the next run refused the folder
+    ('holds files but no suite')."""
+    from repogym.scripts.cli import main
+
+    repo = _history(tmp_path / "proj", 2)
+    out = tmp_path / "suite"
+    command = ["tasks", "add", "git", str(repo), "--out", str(out), "--no-gold-cases",
+               "--no-certify"]
+    fake_checks["reject"] = True
+    assert main(command) == 1
+    assert "no candidate survived" in capsys.readouterr().err
+    fake_checks["reject"] = False  # the cause fixed (a CA bundle set, say): the same command
+    assert main(command) == 0, capsys.readouterr().err
+    assert len(load_suite(out)) == 2
 
 
 def test_a_progress_file_of_another_run_is_refused(
