@@ -27,6 +27,7 @@ nearest one that validates, recorded in ``environment_source``.
 
 from __future__ import annotations
 
+import difflib
 from collections.abc import Iterator
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -35,7 +36,7 @@ from typing import Any
 import yaml
 
 from repogym import settings
-from repogym.errors import RepogymError, TaskError
+from repogym.errors import RepogymError, TaskError, UsageError
 from repogym.tasks.schema import Task
 from repogym.tls import explain_certificate
 
@@ -129,6 +130,20 @@ def without_non_tests(task: Task) -> Task:
                                              **junk}})
 
 
+def check_instances(options: SwebenchOptions, ids: list[str]) -> None:
+    """``--instances`` names only ids the file holds: a typo would otherwise try nothing and
+    look like a suite that has every instance already."""
+    missing = [i for i in options.instances if i not in set(ids)]
+    if not missing:
+        return
+    close = sorted({m for i in missing for m in difflib.get_close_matches(i, ids, n=3)})
+    raise UsageError(
+        f"--instances names {len(missing)} id(s) that {options.file} does not hold: "
+        f"{', '.join(missing)} (it holds {len(ids)} instances; close matches: "
+        f"{', '.join(close) if close else 'none'}). Check the ids, or the file "
+        "(--dataset-split for a saved dataset of several splits).")
+
+
 class SwebenchSource:
     """Dataset instances as tasks, checked with ``validate_task`` (see the module docstring)."""
 
@@ -144,11 +159,13 @@ class SwebenchSource:
         self.pull = pull_allowed(options.pull)
         self._retry: dict[str, tuple[dict[str, Any], Path | None, list[str]]] = {}
         self.guard = leak_guard()
+        self.rows = [datasets.normalize(row) for row in
+                     datasets.load_rows(options.file, options.dataset_split)]
+        check_instances(options, [str(row.get("instance_id", "")) for row in self.rows])
 
     def candidates(self) -> Iterator[Candidate]:
         wanted = set(self.options.instances)
-        for row in datasets.load_rows(self.options.file, self.options.dataset_split):
-            instance = datasets.normalize(row)
+        for instance in self.rows:
             if not wanted or instance.get("instance_id") in wanted:
                 yield self.to_task(instance)
 

@@ -229,3 +229,23 @@ def test_failure_sections_are_found_under_long_names_too() -> None:
                               "_and_more"]
     assert "ConnectionError" in sections[list(sections)[1]]
     assert "short test summary" not in sections[list(sections)[1]]
+
+
+def test_instances_the_file_lacks_are_named_and_refused(
+        tmp_path: Path, repos: tuple[Path, str], capsys: pytest.CaptureFixture[str]) -> None:
+    """#35: `--instances pallets__flask-9999` tried nothing and exited 0 ('nothing new to
+    try'): the ids are named, with close matches, and the command exits 2 (bad input)."""
+    from repogym.scripts.cli import main
+
+    folder, base = repos
+    file = tmp_path / "instances.jsonl"
+    file.write_text(json.dumps(instance(base)) + "\n")
+    out = tmp_path / "suite"
+    code = main(["tasks", "add", "swebench", str(file), "--repos", str(folder), "--no-validate",
+                 "--instances", "pallets__flask-9999,pallets__flask-7", "--out", str(out)])
+    err = capsys.readouterr().err
+    assert code == 2, err
+    assert "pallets__flask-9999" in err and "close matches: pallets__flask-7" in err, err
+    assert err.count("repogym: error:") == 1 and not out.exists()
+    assert main(["tasks", "add", "swebench", str(file), "--repos", str(folder), "--no-validate",
+                 "--instances", "pallets__flask-7", "--out", str(out)]) == 0
