@@ -27,7 +27,7 @@ from repogym.envs.tools import TOOL_SCHEMAS, Toolbox
 from repogym.errors import ActionError, SandboxError
 from repogym.tasks.images import BuiltImage
 from repogym.tasks.schema import Task
-from repogym.tasks.suite import ALL, load_suite, select
+from repogym.tasks.suite import ALL, load_suite_splits, pick, select
 
 MAX_TEXT = 1_000_000  # characters; longer observations are cut
 
@@ -186,8 +186,10 @@ class SWEEnv(gym.Env[str, Any]):
                              "are snapshots, which need sandbox='docker'")
         # held-out tasks stay out of training unless asked for: a suite gives its train split
         self.split = split or (ALL if tasks is not None else "train")
-        self.tasks = (select(list(tasks), self.split, where="the tasks given")
-                      if tasks is not None else load_suite(suite or "demo", self.split))
+        self.tasks, self._elsewhere = (
+            _select_given(list(tasks), self.split) if tasks is not None
+            else load_suite_splits(suite or "demo", self.split))
+        self._where = "the tasks given" if tasks is not None else f"suite {str(suite)!r}"
         self.curriculum = parse(sampler)
         check(self.curriculum, self.tasks)
         self.reward_fn = reward_fn(reward)
@@ -239,6 +241,9 @@ class SWEEnv(gym.Env[str, Any]):
         rng_seed = int(self.np_random.integers(2**31))
         snap = fork.as_snapshot(options["snapshot"]) if options.get("snapshot") else None
         start = options.get("start")
+        if snap is None and options.get("task_id") is not None:  # one of another split: say so
+            pick(self.tasks, options["task_id"], random.Random(0), self._elsewhere, self._where,
+                 self.split)
         if snap is not None:
             task, failed = fork.task_of(snap, self.tasks), None
             if start == "failure":
@@ -496,3 +501,10 @@ class SWEEnv(gym.Env[str, Any]):
         self.toolbox = None
         self.sandboxes.close()
         self._done = True
+
+
+def _select_given(tasks: list[Task], split: str) -> tuple[list[Task], dict[str, str]]:
+    """The given tasks of ``split``, and the split of each one left out (see ``pick``)."""
+    chosen = select(tasks, split, where="the tasks given")
+    kept = {t.instance_id for t in chosen}
+    return chosen, {t.instance_id: t.split for t in tasks if t.instance_id not in kept}

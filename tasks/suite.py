@@ -7,7 +7,7 @@ import json
 import random
 import shutil
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -58,6 +58,16 @@ def load_suite(suite: str | Path, split: str | None = None) -> list[Task]:
     return select(tasks, split, where=f"suite {str(suite)!r}")
 
 
+def load_suite_splits(suite: str | Path, split: str | None = None
+                      ) -> tuple[list[Task], dict[str, str]]:
+    """The tasks of ``split`` (as :func:`load_suite`), and the split of every task it leaves
+    out, by id: so a task asked for by id can be found in the split that holds it."""
+    every = load_suite(suite)
+    chosen = select(every, split, where=f"suite {str(suite)!r}")
+    kept = {t.instance_id for t in chosen}
+    return chosen, {t.instance_id: t.split for t in every if t.instance_id not in kept}
+
+
 def select(tasks: list[Task], split: str | None = None, task_ids: Iterable[str] = (),
            where: str = "the suite") -> list[Task]:
     """The tasks of ``split`` (``None`` or ``"all"``: every split), then only ``task_ids``
@@ -74,14 +84,23 @@ def select(tasks: list[Task], split: str | None = None, task_ids: Iterable[str] 
     wanted = list(dict.fromkeys(task_ids))
     if wanted:
         known = [t.instance_id for t in chosen]
+        elsewhere = {t.instance_id: t.split for t in tasks}
         for task_id in wanted:
             if task_id not in known:
-                raise TaskError(_no_such_task(task_id, known, where, split))
+                raise TaskError(_no_such_task(task_id, known, where, split, elsewhere))
         chosen = [t for t in chosen if t.instance_id in set(wanted)]
     return chosen
 
 
-def _no_such_task(task_id: str, known: list[str], where: str, split: str | None) -> str:
+def _no_such_task(task_id: str, known: list[str], where: str, split: str | None,
+                  elsewhere: Mapping[str, str] | None = None) -> str:
+    held = (elsewhere or {}).get(task_id)
+    if held is not None and held != split:
+        chosen = f"the {split!r} split" if split not in (None, ALL) else "the tasks chosen"
+        return (f"task {task_id!r} is in split {held!r} of {where}, and this draws from "
+                f"{chosen}: ask for split={held!r} (or {ALL!r} for every task), e.g. "
+                f"gym.make('repogym/SWE-v0', suite=..., split={held!r}), or --split {held} on "
+                "the command line.")
     close = difflib.get_close_matches(task_id, known, n=5, cutoff=0.3)
     among = "" if split in (None, ALL) else f" among its {split!r} tasks"
     return (f"no task {task_id!r} in {where}{among}; close matches: "
@@ -113,8 +132,11 @@ def _with_defaults(row: dict[str, Any], defaults: dict[str, Any], base: Path) ->
     return Task.from_dict(merged, base_dir=base)
 
 
-def pick(tasks: list[Task], task_id: str | None, rng: random.Random) -> Task:
-    """The task named ``task_id``, or one drawn with ``rng``."""
+def pick(tasks: list[Task], task_id: str | None, rng: random.Random,
+         elsewhere: Mapping[str, str] | None = None, where: str = "this env's tasks",
+         split: str | None = None) -> Task:
+    """The task named ``task_id``, or one drawn with ``rng``. ``elsewhere``: the split of each
+    task left out of ``tasks`` by id, to say where a task asked for is."""
     if not tasks:
         raise TaskError("the suite holds no task (check the split filter).")
     if task_id is None:
@@ -122,8 +144,8 @@ def pick(tasks: list[Task], task_id: str | None, rng: random.Random) -> Task:
     for task in tasks:
         if task.instance_id == task_id:
             return task
-    raise TaskError(_no_such_task(task_id, [t.instance_id for t in tasks], "this env's tasks",
-                                  None))
+    raise TaskError(_no_such_task(task_id, [t.instance_id for t in tasks], where, split,
+                                  elsewhere))
 
 
 def write_suite(tasks: list[Task], out_dir: Path, copy_sources: bool = True) -> Path:

@@ -70,4 +70,21 @@ def test_select_by_id_names_close_matches() -> None:
     assert [t.instance_id for t in select(tasks, "all", ["demo__textkit-5"])] == [
         "demo__textkit-5"]
     with pytest.raises(TaskError, match="among its 'eval' tasks; close matches: demo__textkit"):
-        select(tasks, "eval", ["demo__textkit-5"])
+        select(tasks, "eval", ["demo__textkit-9"])
+
+
+def test_a_task_of_another_split_says_where_it_is_and_how_to_get_it() -> None:
+    """#35: 'no task demo__textkit-1 in this env's tasks; close matches: ...' did not say that
+    it is in the eval split."""
+    env = gym.make("repogym/SWE-v0", suite="demo", sandbox="fake")  # the train split
+    with pytest.raises(TaskError) as err:
+        env.reset(options={"task_id": "demo__textkit-1"})
+    env.close()
+    assert "is in split 'eval' of suite 'demo'" in str(err.value)
+    assert "split='eval'" in str(err.value) and "'all'" in str(err.value)
+    with pytest.raises(TaskError, match="is in split 'train'.*--split train"):
+        select(load_suite("demo"), "eval", ["demo__textkit-5"])  # `--task` of a command
+    given = gym.make("repogym/SWE-v0", tasks=load_suite("demo"), split="train", sandbox="fake")
+    with pytest.raises(TaskError, match="is in split 'eval' of the tasks given"):
+        given.reset(options={"task_id": "demo__minicalc-1"})
+    given.close()
