@@ -14,6 +14,7 @@ from __future__ import annotations
 import base64
 import hmac
 import json
+import logging
 import uuid
 from dataclasses import dataclass, field
 from typing import Any
@@ -21,10 +22,18 @@ from typing import Any
 from openenv.core.env_server.http_server import HTTPEnvServer
 from openenv.core.env_server.interfaces import Environment
 from openenv.core.env_server.types import ConcurrencyConfig, ServerMode, State
+from starlette.websockets import WebSocketDisconnect
+from uvicorn.protocols.utils import ClientDisconnected
 
 from repogym.envs.openenv.models import RepogymAction, RepogymObservation
 
 LOOPBACK = "127.0.0.1"
+LOG = logging.getLogger("uvicorn.error")  # the server's own log, as uvicorn prints it
+UNAUTHORIZED = ("missing or wrong token: send the header 'Authorization: Bearer TOKEN', or "
+                "connect to http://repogym:TOKEN@HOST:PORT")
+# a close frame's reason holds at most 123 bytes
+CLOSE_REASON = "missing or wrong token: send 'Authorization: Bearer TOKEN' or use " \
+               "http://repogym:TOKEN@HOST:PORT"
 WS_HINT = ("episodes live in a WebSocket session: connect to /ws (OpenEnv's EnvClient does) and "
            "send {\"type\": \"reset\", \"data\": {\"task_id\": ...}}, then {\"type\": \"step\", "
            "\"data\": {\"tool\": \"bash\", \"arguments\": {\"command\": \"ls\"}}}")
@@ -113,8 +122,14 @@ def build_app(config: ServeConfig) -> Any:
 
 
 class TokenGuard:
-    """ASGI middleware: HTTP and WebSocket requests without the token get a 401 that says how
-    to send it. ``/health`` stays open."""
+    """ASGI middleware: requests without the token are refused with what to send instead;
+    ``/health`` stays open. A client that disconnects is one line of the log.
+
+    A plain HTTP request gets a 401 whose body says it. A WebSocket without the token is
+    accepted only to be told, in OpenEnv's own error message and in the close frame's reason,
+    and closed at once (1008, policy violation): a refused handshake reaches OpenEnv's client
+    as "HTTP 401" alone, since the websockets library keeps the body to itself. Nothing of
+    the environment runs for it."""
 
     def __init__(self, app: Any, token: str) -> None:
         self.app, self.token = app, token.encode()
@@ -122,23 +137,35 @@ class TokenGuard:
     async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
         if scope["type"] not in ("http", "websocket") or scope.get("path") == "/health" \
                 or self._authorized(scope):
-            return await self.app(scope, receive, send)
-        body = json.dumps({"error": "missing or wrong token: send the header 'Authorization: "
-                           "Bearer TOKEN', or connect to http://repogym:TOKEN@HOST:PORT"}).encode()
-        headers = [(b"content-type", b"application/json"),
-                   (b"content-length", str(len(body)).encode()),
-                   (b"www-authenticate", b'Bearer realm="repogym"')]
+            if scope["type"] != "websocket":
+                return await self.app(scope, receive, send)
+            try:
+                return await self.app(scope, receive, send)
+            except (WebSocketDisconnect, ClientDisconnected, OSError) as exc:
+                # a client that went away: OpenEnv has closed its session and container; its
+                # last send then raises, which is no error of the server's
+                client = ":".join(str(x) for x in scope.get("client") or ("?",))
+                LOG.info("%s - WebSocket %s: the client disconnected (%s); its session is "
+                         "closed", client, scope.get("path"), type(exc).__name__)
+                return None
         if scope["type"] == "http":
+            body = json.dumps({"error": UNAUTHORIZED}).encode()
+            headers = [(b"content-type", b"application/json"),
+                       (b"content-length", str(len(body)).encode()),
+                       (b"www-authenticate", b'Bearer realm="repogym"')]
             await send({"type": "http.response.start", "status": 401, "headers": headers})
             await send({"type": "http.response.body", "body": body})
             return
         await receive()  # websocket.connect
-        if "websocket.http.response" in (scope.get("extensions") or {}):
-            await send({"type": "websocket.http.response.start", "status": 401,
-                        "headers": headers})
-            await send({"type": "websocket.http.response.body", "body": body})
-        else:  # servers without the denial extension answer 403
-            await send({"type": "websocket.close", "code": 1008})
+        client = ":".join(str(x) for x in scope.get("client") or ("?",))
+        LOG.info("%s - WebSocket %s: refused, missing or wrong token", client, scope.get("path"))
+        error = {"type": "error", "data": {"message": UNAUTHORIZED, "code": "UNAUTHORIZED"}}
+        try:
+            await send({"type": "websocket.accept"})
+            await send({"type": "websocket.send", "text": json.dumps(error)})
+            await send({"type": "websocket.close", "code": 1008, "reason": CLOSE_REASON})
+        except (WebSocketDisconnect, ClientDisconnected, OSError):
+            pass  # it left before hearing why
 
     def _authorized(self, scope: dict[str, Any]) -> bool:
         for name, value in scope.get("headers") or []:

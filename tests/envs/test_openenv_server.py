@@ -30,6 +30,7 @@ TASKS = ("demo__minicalc-2", "demo__stockroom-3")  # the train split: what serve
 class Served:
     url: str
     pid: int
+    log: Path  # what the server printed so far
 
 
 def _free_port() -> int:
@@ -48,13 +49,15 @@ def _containers(pid: int) -> list[str]:
 
 
 @pytest.fixture(scope="module")
-def served() -> Iterator[Served]:
+def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
     port = _free_port()
     env = {**os.environ, "REPOGYM_TOKEN": TOKEN}
+    log = tmp_path_factory.mktemp("serve") / "serve.log"
+    out = log.open("w")
     proc = subprocess.Popen(
         [sys.executable, "-m", "repogym", "serve", "--suite", "demo", "--port", str(port),
          "--idle-timeout", "3", "--max-sessions", "4"],
-        env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        env=env, stdout=out, stderr=subprocess.STDOUT, text=True)
     url = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + 120
     while True:
@@ -65,10 +68,10 @@ def served() -> Iterator[Served]:
             pass
         if proc.poll() is not None or time.monotonic() > deadline:
             proc.kill()
-            pytest.fail(f"repogym serve did not start: {proc.stdout.read() if proc.stdout else ''}")
+            pytest.fail(f"repogym serve did not start: {log.read_text()}")
         time.sleep(0.5)
     try:
-        yield Served(url, proc.pid)
+        yield Served(url, proc.pid, log)
     finally:
         proc.send_signal(signal.SIGTERM)
         try:
@@ -79,6 +82,7 @@ def served() -> Iterator[Served]:
         deadline = time.monotonic() + 30
         while _containers(proc.pid) and time.monotonic() < deadline:
             time.sleep(0.5)
+        out.close()
         assert not _containers(proc.pid), "the server left containers behind"
 
 
@@ -96,9 +100,36 @@ def test_token_guard_and_hints(served: Served) -> None:
     assert stateless.status_code == 400 and "/ws" in stateless.json()["error"]
     from repogym.envs.openenv.client import RepogymEnvClient
 
-    with pytest.raises(ConnectionError, match="401"):
+    # #35: OpenEnv's client saw only "HTTP 401"; it is told what to send
+    with pytest.raises(Exception, match="missing or wrong token: send 'Authorization: Bearer"):
         with RepogymEnvClient(served.url, token="nope").sync() as client:
             client.reset()
+    assert _containers(served.pid) == []  # nothing of the environment ran for it
+
+
+@pytest.mark.docker
+def test_a_client_that_disconnects_is_one_line_of_the_log(served: Served) -> None:
+    """#35: a client that went away printed two long ASGI tracebacks (ClientDisconnected,
+    WebSocketDisconnect); a disconnect is normal."""
+    from websockets.sync.client import connect
+
+    before = served.log.read_text().count("the client disconnected")
+    url = served.url.replace("http://", "ws://") + "/ws"
+    with connect(url, additional_headers={"Authorization": f"Bearer {TOKEN}"},
+                 open_timeout=30) as ws:
+        ws.send(json.dumps({"type": "reset", "data": {"task_id": TASKS[0]}}))
+        assert json.loads(ws.recv(timeout=120))["type"] == "observation"
+        ws.socket.close()  # gone without a close frame, as a killed client goes
+    deadline = time.monotonic() + 30
+    while served.log.read_text().count("the client disconnected") == before:
+        assert time.monotonic() < deadline, served.log.read_text()
+        time.sleep(0.3)
+    time.sleep(1)
+    text = served.log.read_text()
+    assert "Traceback" not in text and "Exception in ASGI application" not in text, text
+    while _containers(served.pid) and time.monotonic() < deadline:
+        time.sleep(0.3)
+    assert _containers(served.pid) == []
 
 
 @pytest.mark.docker
@@ -154,8 +185,7 @@ def test_a_client_that_goes_quiet_leaves_no_container(served: Served) -> None:
 def test_serve_listens_on_loopback_unless_told() -> None:
     from repogym.scripts.cli import main
 
-    with pytest.raises(SystemExit, match="--allow-remote"):
-        main(["serve", "--host", "0.0.0.0", "--token", "t"])
+    assert main(["serve", "--host", "0.0.0.0", "--token", "t"]) == 2  # bad input
     with pytest.raises(ValueError, match="token"):
         from repogym.envs.openenv.server import ServeConfig
 
