@@ -32,11 +32,12 @@ class SetupFailed(ImageBuildError):
 
 
 class UsageError(RepogymError):
-    """A command was given something it cannot use: a missing file, a file of another kind."""
+    """A command was given something it cannot use: a missing file, a file of another kind,
+    an unknown name. The command line exits 2 for it (bad input)."""
 
 
-class TaskError(RepogymError):
-    """A task or suite is malformed or cannot be found."""
+class TaskError(UsageError):
+    """A task or suite is malformed or cannot be found (bad input, as every UsageError)."""
 
 
 class GradingError(RepogymError):

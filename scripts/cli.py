@@ -3,6 +3,16 @@
 A command's module is imported only when that command runs (or shows its help): the grader
 pulls in swebench and the environment Gymnasium and Docker, and `repogym --help` needs none
 of them. Every failure ends the same way: one `repogym: error: ...` line and a non-zero exit.
+
+Exit status, one rule for every command (:func:`exit_status`):
+
+- 0: it did its job;
+- 1: it could not do its job (no Docker engine, an image that does not build, `tasks add`
+  that kept nothing, an evaluation whose tasks failed for infrastructure, a certificate that is
+  not a pass);
+- 2: bad input: a bad flag or value, a missing or malformed file, an unknown name (suite,
+  task, agent, split, source);
+- 130: interrupted (Ctrl-C); 141 when the reader of its output went away (`... | head`).
 """
 
 from __future__ import annotations
@@ -15,6 +25,8 @@ from collections.abc import Callable
 
 from repogym import settings
 from repogym.version import __version__
+
+OK, FAILED, BAD_INPUT, INTERRUPTED, PIPE_CLOSED = 0, 1, 2, 130, 141
 
 # command name -> (module with add_parser(subparsers), one line for `repogym --help`)
 COMMANDS: dict[str, tuple[str, str]] = {
@@ -90,32 +102,42 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if not getattr(args, "func", None):
         parser.print_help()
-        return 2
+        return BAD_INPUT
     try:
         return int(args.func(args) or 0)
     except KeyboardInterrupt:
         print("repogym: interrupted", file=sys.stderr)
-        return 130
+        return INTERRUPTED
     except BrokenPipeError:  # `repogym show FILE | head`: the reader left, nothing to say
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no error at exit
-        return 141
+        return PIPE_CLOSED
     except SystemExit:
         raise
     except BaseException as exc:  # noqa: BLE001 - one error line, never a traceback
         return report_error(exc)
 
 
+def exit_status(exc: BaseException) -> int:
+    """The exit status for an error (see the module docstring): bad input is a
+    :class:`~repogym.errors.UsageError` (a malformed or missing task or suite is one), a
+    ``ValueError`` (a bad value, a file that does not parse) or a file that does not exist;
+    anything else means the command could not do its job."""
+    from repogym.errors import UsageError
+
+    if isinstance(exc, KeyboardInterrupt):
+        return INTERRUPTED
+    if isinstance(exc, UsageError | ValueError | FileNotFoundError | NotADirectoryError):
+        return BAD_INPUT
+    return FAILED
+
+
 def report_error(exc: BaseException) -> int:
     """Prints ``repogym: error: ...`` for ``exc`` and returns the exit status."""
-    from repogym.errors import RepogymError, UsageError
+    from repogym.errors import RepogymError
 
-    code = 1
-    if isinstance(exc, UsageError):  # a missing file, a file of another kind
-        message, code = str(exc), 2
-    elif isinstance(exc, RepogymError | MissingExtra):
+    code = exit_status(exc)
+    if isinstance(exc, RepogymError | MissingExtra | ValueError):
         message = str(exc)
-    elif isinstance(exc, ValueError):  # a bad value or option: say which, exit like argparse
-        message, code = str(exc), 2
     elif isinstance(exc, OSError) and exc.filename is not None:
         message = f"{exc.filename}: {exc.strerror or exc}"
     elif type(exc).__module__.split(".")[0] in ("docker", "requests", "urllib3"):

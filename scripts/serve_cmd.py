@@ -12,6 +12,7 @@ import argparse
 
 from repogym import settings
 from repogym.envs.curriculum import parse
+from repogym.errors import UsageError
 from repogym.scripts.common import progress
 
 
@@ -52,12 +53,14 @@ def run(args: argparse.Namespace) -> int:
 
     from repogym.agents.gateway.server import bind
     from repogym.envs.openenv.server import ServeConfig, build_app
+    from repogym.tasks.suite import load_suite
 
     if args.host not in ("127.0.0.1", "localhost", "::1") and not args.allow_remote:
-        raise SystemExit(f"repogym serve: --host {args.host} exposes the server beyond this "
-                         "machine; add --allow-remote to mean it")
+        raise UsageError(f"--host {args.host} exposes the server beyond this machine; add "
+                         "--allow-remote to mean it")
     token = args.token or settings.TOKEN.get()
     parse(args.sampler)  # a bad spec is bad input: it says the valid names before serving
+    load_suite(args.suite, args.split or "train")  # a bad suite or split: now, not per session
     config = ServeConfig(suite=args.suite, split=args.split, token=token,
                          max_sessions=args.max_sessions, idle_timeout=args.idle_timeout,
                          env_kwargs={"max_steps": args.max_steps, "reward": args.reward,

@@ -12,12 +12,14 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from repogym.errors import RepogymError
+from repogym.envs.sandbox.client import docker_available
+from repogym.errors import DockerUnavailable, RepogymError
 from repogym.scripts.common import progress, table, write_json
 from repogym.tasks.images import ensure_image
 from repogym.tasks.schema import SPLITS, Task
 from repogym.tasks.sources.enrich import EnrichConfig, gold_cases, gold_recorder, why_not
 from repogym.tasks.suite import ALL, load_suite, select, write_suite
+from repogym.tls import explain_certificate
 
 
 def add_enrich_parser(subparsers: Any) -> None:
@@ -48,10 +50,12 @@ def enrich(args: argparse.Namespace) -> int:
     tasks = load_suite(args.suite)
     wanted = {t.instance_id for t in select(tasks, args.split, args.task or (),
                                             where=f"suite {args.suite!r}")}
+    if not docker_available():
+        raise DockerUnavailable("`tasks enrich` records the gold code's behaviour in containers")
     record = gold_recorder(config)
     out: list[Task] = list(tasks)
     rows: list[dict[str, Any]] = []
-    start, code = time.monotonic(), 0
+    start, code, failed = time.monotonic(), 0, 0
     try:
         for i, task in enumerate(tasks):
             if task.instance_id not in wanted:
@@ -62,7 +66,9 @@ def enrich(args: argparse.Namespace) -> int:
                     ensure_image(task, progress=progress)
                 out[i], note = record(task)
             except RepogymError as exc:  # this task's image: the others may still build
-                note = f"no gold cases: {str(exc).splitlines()[0][:200]}"
+                failed += 1
+                said = explain_certificate(str(exc)) or str(exc).splitlines()[0][:200]
+                note = f"no gold cases: {said}"
             seconds = time.monotonic() - t0
             rows.append(_row(out[i], note, seconds))
             progress(f"[{len(rows)}/{len(wanted)}] {task.instance_id}: {note} ({seconds:.0f} s)")
@@ -80,6 +86,10 @@ def enrich(args: argparse.Namespace) -> int:
     with_cases = sum(bool(r["discriminating"]) for r in rows)
     print(f"{with_cases}/{len(rows)} tasks with gold cases in "
           f"{time.monotonic() - start:.0f} s; suite: {path}", file=sys.stdout)
+    if failed and not code:
+        print(f"{failed} tasks could not be recorded: their images did not build (see 'why "
+              "none'); the suite keeps them as they were", file=sys.stderr)
+        return 1
     return code
 
 

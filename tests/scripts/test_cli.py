@@ -115,19 +115,19 @@ def test_show_on_what_is_no_record(capsys: pytest.CaptureFixture[str], tmp_path:
 def test_validate_and_eval_on_a_task_or_split_that_is_not_there(
         capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     code, err = error_of(["tasks", "validate", "--suite", "demo", "--task", "NO_SUCH_ID"], capsys)
-    assert code == 1 and "no task 'NO_SUCH_ID'" in err
+    assert code == 2 and "no task 'NO_SUCH_ID'" in err  # bad input (#35: it was 1)
     code, err = error_of(["tasks", "validate", "--suite", "demo", "--task", "demo__textkit-1x"],
                          capsys)
     assert "close matches: demo__textkit-1" in err
     code, err = error_of(["eval", "--suite", "adversarial", "--agent", "hacker", "--out",
                           str(tmp_path / "a")], capsys)
     held = len(load_suite("adversarial"))  # the suite grows with the attacks
-    assert code == 1 and f"no 'eval' tasks (it holds adversarial: {held})" in err
+    assert code == 2 and f"no 'eval' tasks (it holds adversarial: {held})" in err
     code, err = error_of(["eval", "--suite", "demo", "--task", "demo__textkit-5", "--out",
                           str(tmp_path / "b")], capsys)  # a train task
-    assert "among its 'eval' tasks" in err
+    assert "is in split 'train'" in err and "--split train" in err
     code, err = error_of(["images", "build", "--suite", str(tmp_path / "nope")], capsys)
-    assert code == 1 and "neither a built-in suite" in err
+    assert code == 2 and "neither a built-in suite" in err
 
 
 def test_bad_flags_and_files(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
