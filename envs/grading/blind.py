@@ -21,7 +21,7 @@ command lines, by what is on disk, by reading the tests' source): see the README
 from __future__ import annotations
 
 import random
-import shlex
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -90,18 +90,6 @@ class Disguise:
 
     # --- the decoy run ---------------------------------------------------------------------
 
-    def swap_script(self) -> str:
-        """Root, between the runs: the copies and their links go, the decoys take the original
-        paths."""
-        gone = [*self.renamed.values(), *self.aliases]
-        lines = ["cd /testbed"]
-        if gone:
-            lines.append("rm -f -- " + " ".join(shlex.quote(p) for p in gone))
-        for path, stored in sorted(self.decoys.items()):
-            lines.append(f"install -o root -g root -m 644 {shlex.quote(stored)} "
-                         f"{shlex.quote(path)}")
-        return "\n".join(lines) + "\n"
-
     def decoy_args(self, rng: random.Random) -> list[str]:
         files = sorted(self.decoys)
         rng.shuffle(files)
@@ -130,6 +118,18 @@ class Disguise:
         return bool(self.decoys)
 
 
-def planter_request(hidden: list[str], rng: random.Random) -> dict[str, Any]:
-    """What the planter needs to disguise the named test files."""
-    return {"disguise": True, "hidden": list(hidden), "seed": rng.getrandbits(32)}
+def planter_request(hidden: list[str], rng: random.Random, passing: Sequence[str] = (),
+                    off: tuple[str, str] = ("", ""), sample_size: int = 0) -> dict[str, Any]:
+    """What the planter needs to disguise the named test files: the decoys hold the
+    FAIL_TO_PASS tests (``hidden``) and ``sample_size`` of the PASS_TO_PASS ones (``passing``),
+    drawn at random for this grade (so a forgery by the names of the tests an agent's change
+    broke meets decoys too); ``off``, the test run's variable (see ``env_off``)."""
+    sample = rng.sample(list(passing), min(sample_size, len(passing)))
+    return {"disguise": True, "hidden": [*hidden, *sample], "seed": rng.getrandbits(32),
+            "off": list(off)}
+
+
+def env_off(rng: random.Random) -> tuple[str, str]:
+    """A variable, new for every grade, that the test run's environment holds and the decoy
+    run's does not: with it, a decoy imported as a helper module is the original file."""
+    return (f"PYTEST_RG_{rng.getrandbits(32):08X}", f"{rng.getrandbits(64):016x}")

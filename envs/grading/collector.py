@@ -1,6 +1,6 @@
 """Reads the harness plugin's records in the grading container, as root, outside the tests.
 
-Started in the background by the grader's staging (``python3 -I -S collector.py DIR``), before
+Started in the background by the grader's staging (``python3 -I -S collector.py DIR FIFO``), before
 any test runs. ``DIR`` (root's, 0700) holds ``key`` (the HMAC key the plugin was given) and
 ``end`` (a token only root knows). It opens the FIFO the plugin writes to for reading and
 writing (so it never sees an end of file while no test process has it open), keeps every line
@@ -22,12 +22,12 @@ MAX_BYTES = 64 << 20  # what a run may send, at most; more is dropped and counte
 MAX_LINE = 1 << 20
 
 
-def main(folder):
+def main(folder, fifo=FIFO):
     with open(os.path.join(folder, "key"), "rb") as f:
         key = f.read()
     with open(os.path.join(folder, "end"), "rb") as f:
         end = b"END " + f.read().strip()
-    fd = os.open(FIFO, os.O_RDWR)
+    fd = os.open(fifo, os.O_RDWR)
     with open(os.path.join(folder, "ready"), "w"):
         pass
     out = open(os.path.join(folder, "records.jsonl"), "w", buffering=1)
@@ -55,4 +55,4 @@ def main(folder):
 
 
 if __name__ == "__main__":
-    main(sys.argv[1])
+    main(*sys.argv[1:3])

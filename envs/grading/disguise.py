@@ -31,11 +31,28 @@ from typing import Any
 
 DECOY_DIR = "/opt/repogym-grade/decoy"
 
-FAIL = 'raise AssertionError("assert False")'
+FAIL = "_repogym_fail()"
+
+# The decoys stand at the hidden tests' own paths from staging on, while the test run (which
+# collects the renamed copies) goes on, so that the decoy run can collect at the same time. A
+# module of the test run may import a decoy's module as a helper: there, with the test run's
+# variable (``ENV_OFF``: its name and value come with the request, new for every grade) in the
+# environment, the decoy is the original file (no test dropped, nothing failing).
 
 # Appended to a decoy: drops every test that is not a hidden one (the decoy run has no use for
-# them). Python 3.5 syntax (it runs in the tests' interpreter); it removes itself.
+# them), and defines what makes a hidden test fail once its body ran. Python 3.5 syntax (it
+# runs in the tests' interpreter); the dropping removes itself. Outside the decoy run (the
+# test run's variable set) it drops nothing and nothing fails.
 APPENDIX = '''
+
+
+_repogym_decoy = __import__("os").environ.get({off_name!r}) != {off_value!r}
+
+
+def _repogym_fail(value=None):
+    if _repogym_decoy:
+        raise AssertionError("assert False")
+    return value
 
 
 def _repogym_decoys(scope, hidden, functions, classes):
@@ -98,7 +115,8 @@ def _repogym_decoys(scope, hidden, functions, classes):
             del scope[name]
 
 
-_repogym_decoys(globals(), {hidden!r}, {functions!r}, {classes!r})
+if _repogym_decoy:
+    _repogym_decoys(globals(), {hidden!r}, {functions!r}, {classes!r})
 del _repogym_decoys
 '''
 
@@ -145,10 +163,11 @@ def _returns(func: ast.AST) -> list[ast.Return]:
 
 
 def decoy_text(text: str, hidden: dict[tuple[str, ...], set[str]], functions: list[str],
-               classes: list[str]) -> tuple[str, list[str]]:
+               classes: list[str], off: tuple[str, str] = ("", "")) -> tuple[str, list[str]]:
     """(the decoy's text, the hidden tests it defines). Each hidden test keeps its own text,
     decorators and code, and fails once its body ran: a statement that fails is added after
-    its last one, and each ``return`` becomes that statement. Lines keep their numbers."""
+    its last one, and each ``return`` fails before it returns. Lines keep their numbers.
+    ``off``: the variable (name, value) that, set, makes the text behave as the original."""
     try:
         tree = ast.parse(text)
     except (SyntaxError, ValueError):
@@ -168,8 +187,15 @@ def decoy_text(text: str, hidden: dict[tuple[str, ...], set[str]], functions: li
             end = last.end_lineno or last.lineno
             edits.append((end + 1, 0, end + 1, 0, f"{indent}{FAIL}\n"))
         for ret in _returns(func):
-            edits.append((ret.lineno, ret.col_offset, ret.end_lineno or ret.lineno,
-                          ret.end_col_offset or 0, FAIL))
+            value = ret.value
+            if value is None:  # `return`: it returns what _repogym_fail() returns, None
+                end = (ret.end_lineno or ret.lineno, ret.end_col_offset or 0)
+                edits.append((*end, *end, f" {FAIL}"))
+            else:  # `return X`: `return _repogym_fail((X))`
+                end = (value.end_lineno or value.lineno, value.end_col_offset or 0)
+                edits.append((*end, *end, "))"))
+                edits.append((value.lineno, value.col_offset, value.lineno, value.col_offset,
+                              "_repogym_fail(("))
     for line, col, end_line, end_col, new in sorted(edits, reverse=True):
         lines = _splice(lines, line, col, end_line, end_col, new.encode())
     literal = {owner: sorted(names) for owner, names in hidden.items()}
@@ -177,7 +203,8 @@ def decoy_text(text: str, hidden: dict[tuple[str, ...], set[str]], functions: li
     if body and not body.endswith("\n"):
         body += "\n"
     return body + APPENDIX.format(hidden=literal, functions=list(functions),
-                                  classes=list(classes)), sorted(name for name, _ in defs)
+                                  classes=list(classes), off_name=off[0],
+                                  off_value=off[1]), sorted(name for name, _ in defs)
 
 
 def _splice(lines: list[bytes], line: int, col: int, end_line: int, end_col: int,
@@ -244,6 +271,8 @@ def apply(request: dict[str, Any], root: str, config: dict[str, Any], taken: set
     rng = random.Random(request["seed"])
     words = list(request["words"])
     hidden = hidden_by_file(list(request.get("hidden", [])))
+    name, value = (list(request.get("off") or ["", ""]) + ["", ""])[:2]
+    off = (str(name), str(value))
     out: dict[str, Any] = {"renamed": {}, "decoys": {}, "expected": {}, "aliases": []}
     os.makedirs(DECOY_DIR, mode=0o700, exist_ok=True)
     for path in request.get("files", []):
@@ -261,7 +290,7 @@ def apply(request: dict[str, Any], root: str, config: dict[str, Any], taken: set
         if path in hidden:
             with open(full, encoding="utf-8", errors="surrogateescape") as f:
                 text, expected = decoy_text(f.read(), hidden[path], config["functions"],
-                                            config["classes"])
+                                            config["classes"], off)
             stored = os.path.join(DECOY_DIR, f"{len(out['decoys'])}.py")
             with open(stored, "w", encoding="utf-8", errors="surrogateescape") as f:
                 f.write(text)
@@ -270,6 +299,18 @@ def apply(request: dict[str, Any], root: str, config: dict[str, Any], taken: set
     for made in [*out["renamed"].values(), *out["aliases"]]:
         os.lchown(os.path.join(root, made), 0, 0)
     return out
+
+
+def install(report: dict[str, Any], root: str) -> None:
+    """Puts each decoy at its hidden tests' own path (root's, read-only for the tests' user):
+    the test run ignores that path and collects the copy, the decoy run collects it."""
+    for path, stored in sorted(report.get("decoys", {}).items()):
+        full = os.path.join(root, path)
+        if os.path.islink(full):
+            os.unlink(full)
+        shutil.copyfile(stored, full)
+        os.chown(full, 0, 0)
+        os.chmod(full, 0o644)
 
 
 if __name__ == "__main__":  # only plant.py runs it

@@ -46,8 +46,14 @@ class GraderConfig:
     log_limit: int = 4_000_000
     canaries: bool = True
     disguise: bool = True  # hidden tests under random names, then a decoy run (see blind.py)
+    decoy_p2p: int = 3  # PASS_TO_PASS tests drawn at random into each grade's decoys
     reporter: bool = True  # results over a signed pipe, the equality check (reporter.py)
     cleanup_async: bool = True
+
+    def __post_init__(self) -> None:
+        if self.decoy_p2p < 0:
+            raise ValueError(f"decoy_p2p={self.decoy_p2p}: give a count >= 0 (0: the decoys "
+                             "hold the FAIL_TO_PASS tests alone)")
 
 
 class Grader:
@@ -79,7 +85,8 @@ class Grader:
         reach."""
         report = GradingReport(task.instance_id, image=image, empty_patch=not patch.strip())
         start = time.monotonic()
-        box = self._acquire(image)
+        with report.timed("acquire"):
+            box = self._acquire(image)
         try:
             run = PytestRun(self, task, box, report, tuple(tests))
             if runner_name(task.environment):  # JavaScript, Go, Rust, Java: ``langrun``

@@ -37,8 +37,10 @@ import time
 
 import pytest
 
-FIFO = "/opt/repogym-grade/rec.fifo"
-KEY_FILE = "/opt/repogym-grade/out/key"
+# each run its own FIFO and key file: the decoy run collects while the test run goes on
+_CHANNEL = os.environ.get("REPOGYM_CHANNEL", "")
+FIFO = f"/opt/repogym-grade/rec{_CHANNEL}.fifo"
+KEY_FILE = f"/opt/repogym-grade/out/key{_CHANNEL}"
 ROOT = "/testbed/"
 TEST_DIRS = ("tests", "test", "testing")
 MAX_ITEMS = 50  # a container's items checked per value, at most

@@ -468,17 +468,21 @@ def plant(request: dict[str, Any], root: str = ROOT) -> dict[str, Any]:
     return where
 
 
-def disguise_tests(request: dict[str, Any], result: dict[str, Any], root: str = ROOT
-                   ) -> dict[str, Any]:
+def disguise_tests(request: dict[str, Any], result: dict[str, Any], root: str = ROOT,
+                   install: bool = False) -> dict[str, Any]:
     """Gives the named test files new names and prepares the decoys (``disguise.py``, sent
-    with this file), after the canary is planted so that no name is taken twice."""
+    with this file), after the canary is planted so that no name is taken twice; with
+    ``install``, puts the decoys at their own paths."""
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
     import disguise  # type: ignore[import-not-found]  # the copy sent with this file
 
     config = where(request, root)
     taken = {os.path.basename(p) for p in listed_files(root, list(request.get("added", [])))}
     taken.add(os.path.basename(result.get("path", "")))
-    return disguise.apply(request, root, config, taken, file_name)  # type: ignore[no-any-return]
+    report: dict[str, Any] = disguise.apply(request, root, config, taken, file_name)
+    if install:
+        disguise.install(report, root)
+    return report
 
 
 def main() -> None:
@@ -492,7 +496,7 @@ def main() -> None:
         result = {"error": f"{type(exc).__name__}: {exc}"}
     if request.get("disguise") and "error" not in result:
         try:
-            result["disguise"] = disguise_tests(request, result)
+            result["disguise"] = disguise_tests(request, result, install=True)
         except Exception as exc:
             result["disguise"] = {"error": f"{type(exc).__name__}: {exc}"}
     print("__RG_CANARY=" + json.dumps(result), flush=True)

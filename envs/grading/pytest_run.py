@@ -53,8 +53,12 @@ class PytestRun:
         self.only = only  # task creation: the tests a change reaches (pytest node ids)
         self.pytest = runs_pytest(task.environment)
         self.changed: list[str] = []
-        self.channels = ([Channel(1), Channel(2)] if self.pytest and grader.config.reporter
-                         else [])
+        # the test run's, the decoy run's, and a second one for the decoy run should its
+        # waiting process not survive the test run (it then runs after it, in a new process)
+        self.channels = ([Channel(1), Channel(2), Channel(3)]
+                         if self.pytest and grader.config.reporter else [])
+        self.decoy_channel = 1  # index of the decoy run's channel
+        self.off = blind.env_off(grader.rng)  # the test run's variable: decoys stay originals
         self.disguise: Disguise | None = None
         self.plugins: list[str] = []  # the -p plugins of the configuration's addopts
         self.records: list[Records] = []
@@ -63,6 +67,9 @@ class PytestRun:
         self.spare = (decoy if self.channels and grader.config.disguise and decoy is not None
                       and decoy.wait_ready(0) and decoy.pid else None)
         self.spare_start = ""  # its start time, read before any of the agent's code ran
+        # the decoy run collecting while the test run goes on (in the spare), once started
+        self.decoy: WarmPytest | None = None
+        self.overlap = self._overlap()
 
     def root(self, script: str, timeout: float = 120, data: bytes = b"",
              end_user: bool = False) -> tuple[int, str]:
@@ -80,7 +87,8 @@ class PytestRun:
         self.root(":", timeout=120, end_user=True)
 
     def grade(self, patch: str) -> None:
-        canaries = self.stage(patch)
+        with self.report.timed("stage"):
+            canaries = self.stage(patch)
         # no known test files: the whole suite runs, and discovery finds the canaries too
         # (the planter names them on the command line only where that narrows nothing)
         extra = canaries.args if canaries else []
@@ -94,8 +102,10 @@ class PytestRun:
         log, junit = self.run_tests(files)
         if self.disguise is not None and self.disguise.active and not self.report.timed_out:
             self.decoy_run()
-        self.report.differential = run_differential(self.box, self.task)  # the tests' user ended
-        self.judge(log, junit, canaries)
+        with self.report.timed("score"):
+            # the tests' user ended
+            self.report.differential = run_differential(self.box, self.task)
+            self.judge(log, junit, canaries)
 
     def test_files(self) -> list[str]:
         return test_files(self.task)
@@ -159,8 +169,9 @@ class PytestRun:
             upload["canary.json"] = canary.request(
                 pytest_args(task.environment.test_cmd) or [], files,
                 stage.header_paths(task.test_patch), self.grader.rng,
-                blind.planter_request(list(task.FAIL_TO_PASS), self.grader.rng) if hide
-                else None)
+                blind.planter_request(list(task.FAIL_TO_PASS), self.grader.rng,
+                                      task.PASS_TO_PASS, self.off,
+                                      self.grader.config.decoy_p2p) if hide else None)
         if self.channels:
             upload.update(reporter.upload())
         return stage.upload(upload)
@@ -169,6 +180,8 @@ class PytestRun:
         """What staging runs first: the reporter's collector, and the decoy run's waiting
         process's start time (read before any of the agent's code ran)."""
         prelude = self.channels[0].start_script() if self.channels else ""
+        if self.overlap:  # the decoy run's collector too: it starts with the test run
+            prelude += self.channels[1].start_script()
         if self.spare is not None and self.spare.pid is not None:
             prelude += (_start_time(self.spare.pid, "__rg_spare")
                         + 'printf "__RG_SPARE=%s\\n" "$__rg_spare"\n')
@@ -190,21 +203,42 @@ class PytestRun:
                 self.report.invalidate(str(exc))
         return planted.canaries
 
-    # --- 2. the test run -----------------------------------------------------------------------
+    # --- 2. the test run (and the decoy run collecting meanwhile) ----------------------------
+
+    def _overlap(self) -> bool:
+        """Whether the decoy run goes with the test run: both in pytest imported ahead of
+        time, each with its own reporter channel, and the hidden tests disguised."""
+        return (self.spare is not None and bool(self.channels) and not self.only
+                and self.grader.config.disguise and self.grader.config.canaries
+                and self.box.pytest is not None
+                and pytest_argv(self.task.environment.test_cmd) is not None)
 
     def run_tests(self, files: list[str]) -> tuple[str, str]:
-        """The test run, then the results; returns the log and JUnit's XML."""
+        """The test run, then the results; returns the log and JUnit's XML. With a decoy run
+        to make, it starts in the spare at the same time and stops once it has collected."""
         report = self.report
+        decoy = self.overlap and self.disguise is not None and self.disguise.active
         start = time.monotonic()
-        result, report.warm_pytest = self._execute(
-            files, self._pytest_options(), changed_modules(self._kept_python()), self.box.pytest)
+        with report.timed("run"):
+            result, report.warm_pytest = self._execute(
+                files, self._pytest_options(), changed_modules(self._kept_python()),
+                self.box.pytest, self._run_env(), with_decoy=decoy)
         report.test_seconds = time.monotonic() - start
         report.exit_code = result.exit_code
         report.timed_out = result.timed_out
+        if result.timed_out and self.decoy is not None:  # no decoy run: it goes too
+            self.decoy, self.spare = None, None
         marks = read_import_marks(result.output, result.timed_out)
         report.imports, report.shadowed = marks.imports, marks.shadowed
         report.log_tail = marks.log[-4000:]
-        return marks.log, self._after_tests(result.timed_out)
+        with report.timed("collect"):
+            junit = self._after_tests(result.timed_out)
+        return marks.log, junit
+
+    def _run_env(self) -> dict[str, str]:
+        """The test run's environment: its variable, with which a decoy imported as a helper
+        module is the original file."""
+        return {self.off[0]: self.off[1]} if self.disguise is not None else {}
 
     def _pytest_options(self) -> list[str]:
         if not self.pytest:
@@ -212,17 +246,25 @@ class PytestRun:
         return ["-p", "no:cacheprovider", "-o", "addopts=", "-o", "junit_family=xunit1",
                 f"--junitxml={OUT}/junit.xml", "--rootdir=/testbed"]
 
+    def _decoy_options(self) -> list[str]:
+        return ["-p", "no:cacheprovider", "-o", "addopts=", "--rootdir=/testbed",
+                "--continue-on-collection-errors"]
+
     def _execute(self, files: list[str], opts: list[str], imports: list[str],
-                 warm: WarmPytest | None) -> tuple[ExecResult, bool]:
+                 warm: WarmPytest | None, env: dict[str, str], with_decoy: bool = False,
+                 ) -> tuple[ExecResult, bool]:
         """One run of the task's test command on ``files``: in the pytest imported ahead of
         time when the command is plain pytest (the second value says so), else in a new
-        process. ``imports``: the modules the import check tries after the tests."""
-        env = self.task.environment
+        process. ``imports``: the modules the import check tries after the tests; ``env``:
+        variables for the run. ``with_decoy``: the decoy run starts in the spare at the same
+        time (both wait until both plugins took their keys) and stops once it has collected
+        (``decoy_run`` lets it go on)."""
+        cmd = self.task.environment
         config = self.grader.config
-        timeout = config.timeout or env.timeout
-        plain = pytest_argv(env.test_cmd) if self.pytest else None
+        timeout = config.timeout or cmd.timeout
+        plain = pytest_argv(cmd.test_cmd) if self.pytest else None
         if self.channels:
-            opts = [*opts, *reporter.pytest_options(env.assertion_pass_hook)]
+            opts = [*opts, *reporter.pytest_options(cmd.assertion_pass_hook)]
         # the configuration's own plugins come after the reporter: no code of the repository
         # may run before it has read its key
         opts = [*opts, *self.plugins]
@@ -230,14 +272,32 @@ class PytestRun:
             form, args = plain
             plugin = ((reporter.PLUGIN, f"{reporter.PLUGIN_DIR}/{reporter.PLUGIN}.py")
                       if self.channels else None)
-            return warm.run(self.box, [*args, *opts, *files], form, imports, timeout,
-                            config.log_limit, self.end_user, plugin), True
-        command = f"{env.test_cmd} {shlex.join(opts)} {shlex.join(files)}"
+            decoy = self.spare if with_decoy else None
+            warm.send([*args, *opts, *files], form, imports, plugin, env, hold=decoy is not None)
+            if decoy is not None:
+                assert self.disguise is not None
+                decoy_opts = [*self._decoy_options(),
+                              *reporter.pytest_options(cmd.assertion_pass_hook), *self.plugins]
+                decoy.send([*args, *decoy_opts, *self.disguise.decoy_args(self.grader.rng)],
+                           form, [], plugin, self.channels[1].env(), hold=True, gate=True)
+                # neither process runs code of the repository before both took their keys
+                if warm.loaded(60.0) and decoy.loaded(60.0):
+                    self.decoy = decoy
+                else:  # the test run's end takes it too; the decoy run comes after, anew
+                    self.spare = None
+                decoy.go()
+                warm.go()
+            return warm.finish(self.box, timeout, config.log_limit, self.end_user), True
+        command = f"{cmd.test_cmd} {shlex.join(opts)} {shlex.join(files)}"
+        exports = dict(env)
         if self.channels:
             command = f"export {reporter.env_assignment()}; {command}"
+        if exports:
+            command = (f"export {' '.join(f'{k}={shlex.quote(v)}' for k, v in exports.items())}"
+                       f"; {command}")
         # the import check runs after the tests, in the same exec; the exit status stays
         # pytest's
-        command = f"{command}; __rc=$?; {import_check(imports, env.test_cmd)} exit $__rc"
+        command = f"{command}; __rc=$?; {import_check(imports, cmd.test_cmd)} exit $__rc"
         return self.box.exec(
             ["env", *(f"{k}={v}" for k, v in TEST_ENV.items()), "bash", "-c", command],
             timeout=timeout, limit=config.log_limit,
@@ -245,8 +305,8 @@ class PytestRun:
 
     def _after_tests(self, timed_out: bool) -> str:
         """Root, once every process of the tests' user ended (nothing the tests left behind may
-        write to the results after this point): the compile check, the reporter's records,
-        the decoys in place of the test files; returns JUnit's XML."""
+        write to the results after this point) but the decoy run's: the compile check, the
+        reporter's records, the decoy run's channel; returns JUnit's XML."""
         _, out = self.root(f"{compile_check(self._kept_python())}echo; "
                            f"{self._after_script(timed_out)}echo {_JUNIT}; "
                            f"cat {OUT}/junit.xml 2>/dev/null", timeout=60, end_user=True)
@@ -255,6 +315,10 @@ class PytestRun:
         self.report.compiles = compiled.strip() != COMPILE_FAILED
         if "__RG_SPARE_OK" not in before:
             self.spare = None
+        if self.spare is None:  # gone, or never started: the decoy run comes anew
+            self.decoy = None
+        if self.overlap:  # its own channel, or a new one for the new process
+            self.decoy_channel = 1 if self.decoy is not None else 2
         if self.channels:
             self.records.append(self.channels[0].read(before))
         return junit
@@ -263,15 +327,19 @@ class PytestRun:
         after = ""
         if self.channels:
             after += self.channels[0].stop_script()
-        if self.disguise is not None and self.disguise.active and not timed_out:
-            after += self.disguise.swap_script()
-            after += self.channels[1].start_script() if self.channels else ""
-            if self.spare is not None and self.spare.pid is not None:
-                # the same process as before the tests, or none
-                after += (_start_time(self.spare.pid, "__rg_now")
-                          + f'[ -n "$__rg_now" ] && [ "$__rg_now" = "{self.spare_start}" ] '
-                          f'&& echo __RG_SPARE_OK || kill -9 {self.spare.pid} 2>/dev/null\n')
-        return after
+        active = self.disguise is not None and self.disguise.active
+        stop = self.channels[1].stop_script() if self.channels and self.overlap else ""
+        if not self.channels or not active or timed_out:
+            return after + stop
+        if self.decoy is None or self.spare is None or self.spare.pid is None:
+            # the decoy run comes after the test run, in a new process: its channel now
+            return after + stop + self.channels[2 if self.overlap else 1].start_script()
+        # the same process as before the tests, or none (and the decoy run anew)
+        return after + (
+            _start_time(self.spare.pid, "__rg_now")
+            + f'if [ -n "$__rg_now" ] && [ "$__rg_now" = "{self.spare_start}" ]; then '
+            f"echo __RG_SPARE_OK; else kill -9 {self.spare.pid} 2>/dev/null\n"
+            + self.channels[1].stop_script() + self.channels[2].start_script() + "fi\n")
 
     def _kept_python(self) -> list[str]:
         return kept_python(self.changed, self.report.stripped)
@@ -280,19 +348,30 @@ class PytestRun:
 
     def decoy_run(self) -> None:
         """The decoys (the hidden tests' files at their own paths, every hidden test failing
-        after it ran) in a new test process; see ``blind.py``."""
+        after it ran): the spare that collected them while the test run went on runs them now,
+        or a new test process does; see ``blind.py``."""
         assert self.disguise is not None
-        opts = ["-p", "no:cacheprovider", "-o", "addopts=", "--rootdir=/testbed",
-                "--continue-on-collection-errors"]
-        start = time.monotonic()
-        warm, self.spare = self.spare, None  # its turn: the next end of the user takes it too
-        result, self.report.decoy_warm = self._execute(
-            self.disguise.decoy_args(self.grader.rng), opts, [], warm)
-        self.report.decoy_seconds = time.monotonic() - start
-        _, out = self.root(self.channels[1].stop_script() if self.channels else ":",
-                           timeout=60, end_user=True)
-        records = self.channels[1].read(out) if self.channels else Records(ended=True)
-        if self.channels:
+        config = self.grader.config
+        timeout = config.timeout or self.task.environment.timeout
+        channel = self.channels[self.decoy_channel] if self.channels else None
+        self.spare = None  # its turn: the next end of the user takes it too
+        with self.report.timed("decoy"):
+            if self.decoy is not None:
+                self.decoy.go()
+                result = self.decoy.finish(self.box, timeout, config.log_limit, self.end_user)
+                self.report.decoy_warm = True
+                self.report.decoy_seconds = time.monotonic() - self.decoy.started
+            else:
+                start = time.monotonic()
+                result, self.report.decoy_warm = self._execute(
+                    self.disguise.decoy_args(self.grader.rng), self._decoy_options(), [], None,
+                    channel.env() if channel is not None else {})
+                self.report.decoy_seconds = time.monotonic() - start
+        with self.report.timed("collect"):
+            _, out = self.root(channel.stop_script() if channel is not None else ":",
+                               timeout=60, end_user=True)
+        records = channel.read(out) if channel is not None else Records(ended=True)
+        if channel is not None:
             self.records.append(records)
         self._judge_decoys(result, records)
 

@@ -3,10 +3,17 @@
 from __future__ import annotations
 
 import json
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from repogym.envs.grading.flags import Flag, Protected
+
+# the stages of one grade, in order: the container taken, the patches staged, the test run, the
+# decoy run, the results collected from the container, the verdict
+STAGES = ("acquire", "stage", "run", "decoy", "collect", "score")
 
 
 @dataclass
@@ -45,12 +52,24 @@ class GradingReport:
     decoys: dict[str, str] = field(default_factory=dict)  # decoy run: node id: status
     decoy_seconds: float = 0.0
     decoy_warm: bool = False  # the decoy run ran in a second pytest imported ahead of time
+    # wall seconds of each stage of the grade (STAGES; "decoy" overlaps "run" when the two
+    # runs go at once): what `repogym bench` reports
+    stages: dict[str, float] = field(default_factory=dict)
 
     def invalidate(self, reason: str, flag: Flag | None = None) -> None:
         self.valid = False
         self.invalid_reasons.append(reason)
         if flag and flag not in self.flags:
             self.flags.append(flag)
+
+    @contextmanager
+    def timed(self, stage: str) -> Iterator[None]:
+        """Adds the wall time of the block to ``stages[stage]``."""
+        start = time.monotonic()
+        try:
+            yield
+        finally:
+            self.stages[stage] = self.stages.get(stage, 0.0) + time.monotonic() - start
 
     def flag_names(self) -> list[str]:
         """The flags as the plain names results files hold."""

@@ -24,6 +24,9 @@ PLUGIN = "_repogym_harness"
 PLUGIN_DIR = f"{GRADE_DIR}/py"
 FIFO = f"{GRADE_DIR}/rec.fifo"
 HERE = Path(__file__).parent
+# which run's FIFO and key file the plugin takes; unset: the first run's (the test run). The
+# decoy run collects while the test run goes on, so each run has its own.
+CHANNEL_VAR = "REPOGYM_CHANNEL"
 
 
 def upload() -> dict[str, str]:
@@ -51,26 +54,42 @@ class Channel:
     def folder(self) -> str:
         return f"{GRADE_DIR}/rec{self.run}"
 
+    @property
+    def suffix(self) -> str:
+        return "" if self.run == 1 else str(self.run)
+
+    @property
+    def fifo(self) -> str:
+        return f"{GRADE_DIR}/rec{self.suffix}.fifo"
+
+    @property
+    def key_file(self) -> str:
+        return f"{GRADE_DIR}/out/key{self.suffix}"
+
+    def env(self) -> dict[str, str]:
+        """What the run's environment adds for its plugin to take this channel."""
+        return {CHANNEL_VAR: self.suffix} if self.suffix else {}
+
     def start_script(self) -> str:
-        """Root: the FIFO (once), the collector started in the background, the key where the
-        plugin reads it (the folder of results, the tests' user's)."""
-        d = self.folder
+        """Root: the FIFO, the collector started in the background, the key where the plugin
+        reads it (the folder of results, the tests' user's)."""
+        d, fifo, key = self.folder, self.fifo, self.key_file
         return f"""mkdir -p {GRADE_DIR}/py {GRADE_DIR}/out && chmod 755 {GRADE_DIR} {GRADE_DIR}/py
-[ -p {FIFO} ] || {{ mkfifo -m 622 {FIFO} && chown root:root {FIFO}; }}
+[ -p {fifo} ] || {{ mkfifo -m 622 {fifo} && chown root:root {fifo}; }}
 mkdir -m 700 {d}
 printf %s {self.key} > {d}/key; printf %s {self.end} > {d}/end
-(umask 077; setsid python3 -I -S {GRADE_DIR}/collector.py {d} </dev/null >{d}/log 2>&1 \
+(umask 077; setsid python3 -I -S {GRADE_DIR}/collector.py {d} {fifo} </dev/null >{d}/log 2>&1 \
   & echo $! > {d}/pid)
-printf %s {self.key} > {GRADE_DIR}/out/key
-chown 1000:1000 {GRADE_DIR}/out/key 2>/dev/null; chmod 400 {GRADE_DIR}/out/key
+printf %s {self.key} > {key}
+chown 1000:1000 {key} 2>/dev/null; chmod 400 {key}
 """
 
     def stop_script(self) -> str:
         """Root, after the tests' user's processes ended: the end line, the collector's exit,
         its records (base64, one marker line)."""
         d = self.folder
-        return f"""rm -f {GRADE_DIR}/out/key
-printf '\\nEND %s\\n' {self.end} > {FIFO}
+        return f"""rm -f {self.key_file}
+printf '\\nEND %s\\n' {self.end} > {self.fifo}
 for __i in $(seq 200); do kill -0 "$(cat {d}/pid)" 2>/dev/null || break; sleep 0.01; done
 kill -9 "$(cat {d}/pid)" 2>/dev/null
 printf '\\n__RG_RECORDS{self.run}=%s\\n' "$(base64 -w0 {d}/records.jsonl 2>/dev/null)"

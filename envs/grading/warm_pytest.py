@@ -32,6 +32,7 @@ from repogym.envs.sandbox.shell import OutputCapture
 from repogym.envs.sandbox.transport import FrameReader, exit_code
 
 READY = "__RG_PYTEST_READY"
+LOADED = b"__RG_PYTEST_LOADED"
 
 # Imports the packages the agent changed; prints those that come from outside /testbed (an
 # installed copy that shadows the repository: the tests never saw the agent's code). A name
@@ -58,8 +59,12 @@ def check(names, cwd_on_path=True):
 """
 
 # Runs in the container. Prints READY once pytest is imported (or REFUSED with the reason),
-# then reads one JSON request: the argv, the form ("module" or "script") and the modules to
-# import afterwards (``check``, from IMPORT_CHECK).
+# then reads one JSON request: the argv, the form ("module" or "script"), the modules to
+# import afterwards (``check``, from IMPORT_CHECK), variables for the environment, and
+# whether to hold: print LOADED once the harness's plugin took its key and wait for a line
+# before pytest starts (no code of the repository runs in either process before both took
+# theirs), and wait for another line once the tests are collected (the decoy run collects
+# while the test run goes on, and runs its tests after it).
 RUNNER = IMPORT_CHECK + r"""
 import os, sys
 workdir = os.getcwd()
@@ -77,7 +82,9 @@ import json
 request = json.loads(sys.stdin.readline() or "null")
 if not request:
     sys.exit(0)
+hold = os.dup(0) if request.get("hold") or request.get("gate") else None
 os.close(0); os.open(os.devnull, os.O_RDONLY)
+os.environ.update(request.get("env") or {})
 if request.get("plugin"):  # the harness's plugin, before any code of the repository
     import importlib.util
     spec = importlib.util.spec_from_file_location(request["plugin"][0], request["plugin"][1])
@@ -85,6 +92,25 @@ if request.get("plugin"):  # the harness's plugin, before any code of the reposi
     sys.modules[spec.name] = plugin
     spec.loader.exec_module(plugin)
     del plugin, spec
+def _line(fd):
+    while os.read(fd, 1) not in (b"\n", b""):
+        pass
+if request.get("hold"):
+    print("__RG_PYTEST_LOADED", flush=True)
+    _line(hold)
+if request.get("gate"):
+    import types
+    gate = types.ModuleType("_repogym_gate")
+    def _runtestloop(session):
+        _line(hold)
+        os.close(hold)
+        yield
+    gate.pytest_runtestloop = pytest.hookimpl(hookwrapper=True, tryfirst=True)(_runtestloop)
+    sys.modules["_repogym_gate"] = gate
+    request["args"] = ["-p", "_repogym_gate", *request["args"]]
+    del gate, types
+elif hold is not None:
+    os.close(hold)
 import shutil, pytest.__main__ as main
 sys.path[:] = [p for p in sys.path if p not in ("", workdir)]  # `python -c` put the cwd first
 if request["form"] == "module":
@@ -133,6 +159,8 @@ class WarmPytest:
     ready: bool = False
     pid: int | None = None  # in the container's namespace, once ready
     keep: object = None  # the engine's response object behind ``sock`` (see Runner.start)
+    started: float = 0.0  # when the request went
+    early: bytes = b""  # output read while waiting for LOADED
 
     @classmethod
     def start(cls, box: DockerSandbox, env: dict[str, str]) -> WarmPytest:
@@ -168,15 +196,53 @@ class WarmPytest:
 
     def run(self, box: DockerSandbox, args: list[str], form: str, imports: list[str],
             timeout: float, limit: int, end_user: Callable[[], None],
-            plugin: tuple[str, str] | None = None) -> ExecResult:
+            plugin: tuple[str, str] | None = None, env: dict[str, str] | None = None
+            ) -> ExecResult:
         """Runs pytest once; at the time limit, ``end_user`` kills every process of the
-        unprivileged user. ``plugin``: (module name, file) imported before pytest starts."""
-        start = time.monotonic()
-        request = {"args": args, "form": form, "imports": imports, "plugin": plugin}
+        unprivileged user. ``plugin``: (module name, file) imported before pytest starts;
+        ``env``: variables set before that."""
+        self.send(args, form, imports, plugin, env)
+        return self.finish(box, timeout, limit, end_user)
+
+    def send(self, args: list[str], form: str, imports: list[str],
+             plugin: tuple[str, str] | None = None, env: dict[str, str] | None = None,
+             hold: bool = False, gate: bool = False) -> None:
+        """Sends the run's request (``run``'s arguments). The process waits for ``go``: with
+        ``hold``, once its plugin took its key (``loaded`` says when); with ``gate``, once its
+        tests are collected."""
+        self.started = time.monotonic()
+        request = {"args": args, "form": form, "imports": imports, "plugin": plugin,
+                   "env": env or {}, "hold": hold, "gate": gate}
         self.sock.sendall(json.dumps(request).encode() + b"\n")
+
+    def loaded(self, timeout: float) -> bool:
+        """Waits for the held process's word that its plugin took its key; False when it
+        did not come (what came before it is kept for ``finish``)."""
+        deadline = time.monotonic() + timeout
+        while LOADED not in self.early:
+            left = deadline - time.monotonic()
+            if left <= 0 or not select.select([self.sock], [], [], left)[0]:
+                return False
+            if not self.reader.fill():
+                return False
+            self.early += self.reader.take()
+        return True
+
+    def go(self) -> None:
+        """Lets a held process go on, one step."""
+        try:
+            self.sock.sendall(b"\n")
+        except OSError:
+            pass  # it is gone: ``finish`` reads what it left
+
+    def finish(self, box: DockerSandbox, timeout: float, limit: int,
+               end_user: Callable[[], None]) -> ExecResult:
+        """Reads the run's output to its end (see ``run``)."""
+        start = self.started or time.monotonic()
         capture = OutputCapture(limit)
+        capture.add(self.early.replace(LOADED + b"\n", b"", 1))
         timed_out = False
-        deadline = start + timeout
+        deadline = time.monotonic() + timeout
         while True:
             left = deadline - time.monotonic()
             if left <= 0 and timed_out:

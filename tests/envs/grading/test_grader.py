@@ -35,8 +35,10 @@ def test_gold_resolves_and_empty_does_not(grader: Grader, toy_task: Task, toy_im
 
 
 def test_hidden_tests_run_under_other_names_then_their_decoys_fail(
-    grader: Grader, toy_task: Task, toy_image: str
+    toy_task: Task, toy_image: str
 ) -> None:
+    # no PASS_TO_PASS test drawn into the decoys: they hold the hidden tests alone
+    grader = Grader(GraderConfig(timeout=60, cleanup_async=False, decoy_p2p=0), seed=1)
     gold = grader.grade(toy_task, toy_task.patch, toy_image)
     assert gold.resolved and set(gold.disguised) == {"tests/test_add.py", "tests/test_mul.py"}
     new = gold.disguised["tests/test_add.py"]
