@@ -26,6 +26,7 @@ from repogym.bench.core import (
 )
 from repogym.envs.grading.grader import Grader, GraderConfig, test_files
 from repogym.envs.grading.langrun import task_test_files
+from repogym.envs.grading.report import STAGES
 from repogym.envs.grading.runners import get_runner, runner_name
 from repogym.envs.grading.stage import OUT
 from repogym.envs.sandbox.base import SandboxConfig
@@ -57,32 +58,44 @@ def _apply_gold(ctx: Context, env: Any) -> None:
                            "run `repogym tasks validate` on the suite")
 
 
-def _env_submits(ctx: Context, n: int, grader: GraderConfig | None = None
-                 ) -> tuple[dict[str, list[float]], str]:
-    """Submit-to-reward wall time of ``env.step(submit)`` with a warm grading container."""
-    env = make_env(ctx, pool_size=1, warm_grader=True, grader=grader)
-    out: dict[str, list[float]] = {"submit": [], "test": [], "pytest": [], "overhead": [],
-                                   "harness": [], "decoy": []}
-    resolved = 0
+def _env_submits(ctx: Context, n: int, graders: dict[str, GraderConfig | None]
+                 ) -> dict[str, tuple[dict[str, list[float]], str]]:
+    """Submit-to-reward wall time of ``env.step(submit)`` with a warm grading container, for
+    each grader configuration: one env each, taking turns sample by sample, so that the load
+    of the machine weighs on them alike."""
+    envs = {name: make_env(ctx, pool_size=1, warm_grader=True, grader=config)
+            for name, config in graders.items()}
+    out: dict[str, dict[str, list[float]]] = {
+        name: {"submit": [], "test": [], "pytest": [], "overhead": [], "harness": [],
+               "decoy": [], **{f"stage.{s}": [] for s in STAGES}} for name in graders}
+    resolved = dict.fromkeys(graders, 0)
     try:
         for _ in range(n):
-            env.reset(seed=0)
-            _apply_gold(ctx, env)
-            wait_for(lambda: ready_count(env, "grader") >= 1, what="a warm grading container")
-            seconds, (_, _, _, _, info) = timed(lambda: env.step({"tool": "submit"}))
-            report = info["grading"]
-            resolved += bool(report["resolved"])
-            out["submit"].append(seconds)
-            out["test"].append(report["test_seconds"])
-            out["harness"].append(seconds - report["test_seconds"])
-            out["decoy"].append(report.get("decoy_seconds", 0.0))
-            own = pytest_seconds(report["log_tail"])
-            if own is not None:
-                out["pytest"].append(own)
-                out["overhead"].append(seconds - own)
+            for name, env in envs.items():
+                resolved[name] += _one_submit(ctx, env, out[name])
     finally:
-        close_env(ctx, env)
-    return out, f"gold patch resolved {resolved}/{n}"
+        for env in envs.values():
+            close_env(ctx, env)
+    return {name: (out[name], f"gold patch resolved {resolved[name]}/{n}") for name in graders}
+
+
+def _one_submit(ctx: Context, env: Any, out: dict[str, list[float]]) -> bool:
+    env.reset(seed=0)
+    _apply_gold(ctx, env)
+    wait_for(lambda: ready_count(env, "grader") >= 1, what="a warm grading container")
+    seconds, (_, _, _, _, info) = timed(lambda: env.step({"tool": "submit"}))
+    report = info["grading"]
+    out["submit"].append(seconds)
+    out["test"].append(report["test_seconds"])
+    out["harness"].append(seconds - report["test_seconds"])
+    out["decoy"].append(report.get("decoy_seconds", 0.0))
+    for stage in STAGES:  # a stage a grade did not have (no decoy run) counts 0
+        out[f"stage.{stage}"].append(report.get("stages", {}).get(stage, 0.0))
+    own = pytest_seconds(report["log_tail"])
+    if own is not None:
+        out["pytest"].append(own)
+        out["overhead"].append(seconds - own)
+    return bool(report["resolved"])
 
 
 def _cold_grades(ctx: Context, n: int) -> list[float]:
@@ -134,15 +147,30 @@ def _plain_runs(ctx: Context, n: int) -> list[float]:
         box.close()
 
 
+STAGE_NAMES = {
+    "acquire": "the grading container taken from the pool",
+    "stage": "staging: the patches, canaries, disguise and decoys, reporter (one root script)",
+    "run": "the test run (the decoy run collects meanwhile)",
+    "decoy": "the decoy run's tests, after the test run (what the grade waits for)",
+    "collect": "the results read from the container (root scripts)",
+    "score": "the verdict",
+}
+
+
 def grading_latency(ctx: Context, n: int) -> list[Row]:
-    ctx.progress(f"grading latency: {n} submits with a warm grader, {n} with a fresh container, "
-                 f"{n} plain test runs")
-    env, note = _env_submits(ctx, n)
-    # the grading before the disguise, the decoy run and the reporter (issue 22): what they cost
-    before, _ = _env_submits(ctx, n, GraderConfig(disguise=False, reporter=False))
+    ctx.progress(f"grading latency: {n} submits with a warm grader (every defence, without the "
+                 f"disguise, without the disguise and reporter, taking turns), {n} with a fresh "
+                 f"container, {n} plain test runs")
+    # without the disguise and decoy run, and also without the reporter (the grading before
+    # issue 22): what they cost, measured turn by turn with the full grade
+    runs = _env_submits(ctx, n, {"all": None, "nodisguise": GraderConfig(disguise=False),
+                                 "open": GraderConfig(disguise=False, reporter=False)})
+    (env, note), (plain_disguise, _), (before, _) = runs["all"], runs["nodisguise"], runs["open"]
     cold = _cold_grades(ctx, n)
     plain = _plain_runs(ctx, n)
     plain_median = statistics.median(plain)
+    stages = [row(f"grade.stage.{s}", f"stage {s}: {STAGE_NAMES[s]}", "s", env[f"stage.{s}"])
+              for s in STAGES]
     return [
         row("grade.pytest", "pytest's own run time (its summary line)", "s", env["pytest"]),
         row("grade.plain", "the same tests run by hand (exec_run of the test command)", "s",
@@ -157,8 +185,12 @@ def grading_latency(ctx: Context, n: int) -> list[Row]:
             env["overhead"]),
         row("grade.harness", "repogym submit-to-reward minus the test command's wall time", "s",
             env["harness"]),
+        *stages,
         row("grade.cold", "repogym Grader.grade, fresh container", "s", cold),
-        row("grade.decoy", "the decoy run (GradingReport.decoy_seconds)", "s", env["decoy"]),
+        row("grade.decoy", "the decoy run, from its start with the test run to its end "
+            "(GradingReport.decoy_seconds)", "s", env["decoy"]),
+        row("grade.nodisguise", "submit-to-reward with disguise=False (no decoy run; the "
+            "reporter on)", "s", plain_disguise["submit"]),
         row("grade.open", "submit-to-reward without the disguise, decoy run and reporter "
             "(the grading before them)", "s", before["submit"]),
     ]
@@ -197,6 +229,7 @@ def swebench_latency(ctx: Context, n: int, logs_dir: str | None) -> list[Row]:
 
 
 def compare_grading(rows: list[Row]) -> list[Row]:
+    rows = compare(rows, "grade.submit", "grade.nodisguise")
     rows = compare(rows, "grade.cold", "grade.submit")
     rows = compare(rows, "grade.open", "grade.submit")
     rows = compare(rows, "swebench.report", "grade.submit")

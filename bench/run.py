@@ -90,7 +90,8 @@ class BenchConfig:
                        parallel_seconds=1.0, startup_runs=3, creation_candidates=2)
 
 
-# the goals: (goal, row key, kind, limit); kind: "median" (below the limit, in the row's unit),
+# the goals: (goal, row key, kind, limit); kind: "median" (below the limit, in the row's unit;
+# "median@python" or "median@other": only for a task of Python, or of another language),
 # "ratio" (the row's own ratio, at least), "ratio_at_most" (at most), or "speedup:KEY" (KEY's
 # median over the row's, at least)
 TARGETS: list[tuple[str, str, str, float]] = [
@@ -109,20 +110,28 @@ TARGETS: list[tuple[str, str, str, float]] = [
     ("branch (restore, verify) costs at most 2x a verified in-place reset", "fork.branch",
      "ratio_at_most", 2.0),
     ("branch faster than docker commit + start", "fork.commit", "ratio", 1.0),
+    ("every defence on: submit-to-reward within 1.25x of the same grade with disguise=False",
+     "grade.submit", "ratio_at_most", 1.25),
     ("submit-to-reward within 0.5 s of pytest's own run time", "grade.over_summary", "median",
      0.5),
-    ("submit-to-reward within 0.5 s of the tests run by hand", "grade.overhead", "median", 0.5),
+    ("Python: submit-to-reward within 0.5 s of the tests run by hand", "grade.overhead",
+     "median@python", 0.5),
+    ("Go, JavaScript, Rust, Java: submit-to-reward within 0.3 s of the tests run by hand",
+     "grade.overhead", "median@other", 0.3),
     ("env.close() median < 1 s (no teardown stall)", "teardown.close", "median", 1000.0),
     ("task creation: >= 2x fewer seconds per kept task than full runs", "creation.full.kept",
      "ratio", 2.0),
 ]
 
 
-def targets(rows: list[Row]) -> list[dict[str, Any]]:
-    """The goals, met or not, for the rows that were measured."""
+def targets(rows: list[Row], language: str = "python") -> list[dict[str, Any]]:
+    """The goals, met or not, for the rows that were measured on a task of ``language``."""
     by_key = {r.key: r for r in rows}
     out = []
     for goal, key, kind, limit in TARGETS:
+        kind, _, scope = kind.partition("@")
+        if scope and (scope == "python") != (language == "python"):
+            continue
         r = by_key.get(key)
         ratio = r.ratio if r is not None else None
         if kind.startswith("speedup:") and r is not None and r.stat is not None:
@@ -172,7 +181,8 @@ def run_bench(config: BenchConfig, progress: Progress = print) -> dict[str, Any]
                     ms(ctx.closes)))
     machine.update(loadavg_end=os.getloadavg(), seconds=round(time.monotonic() - start, 1))
     return {"task": task.instance_id, "image": image, "config": asdict(config),
-            "machine": machine, "rows": [r.to_dict() for r in rows], "targets": targets(rows)}
+            "machine": machine, "rows": [r.to_dict() for r in rows],
+            "targets": targets(rows, task.environment.language)}
 
 
 def _sections(config: BenchConfig, ctx: Context) -> list[Row]:
