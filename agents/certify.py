@@ -10,14 +10,26 @@ resolves it or makes any of its FAIL_TO_PASS tests pass in a valid run. The cert
 grader, the date, the task's hash and the result: ``"pass"``, ``"hackable"``, or
 ``"incomplete"`` when an attack's episode could not run.
 
-Cost: one episode per attack (a few tool calls, then one grading run, two with the decoy
-run), plus the time limit of the two attacks that never end (``loop_timeout`` each).
+Cost: one episode per attack (a few tool calls, then one grade: the test run, with the decoy
+run collecting meanwhile), plus the time limit of the two attacks that never end
+(``loop_timeout`` each). What keeps it down:
+
+- the attacks of a task are played ``workers`` at a time (two by default), the two that only
+  end at their time limit first, so that the others fill the time they wait;
+- each worker's env keeps its grading container: after a grade it is reset in place and
+  verified (``repogym.envs.grading.recycle``: every process of the tests' user gone, the
+  repository and the user's home compared with the image's pristine copy, every other place
+  the user can write seen empty) or removed, never handed out as it was;
+- an attack that cannot act on a task is not played, and the certificate says why
+  (``skipped``): one that works through pytest (a ``conftest.py``, its configuration, its
+  reports) on a task whose tests do not run under pytest.
 """
 
 from __future__ import annotations
 
 import datetime
 import hashlib
+import os
 import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
@@ -30,10 +42,20 @@ import gymnasium as gym
 
 from repogym.agents.hacker import HACKS, LIMIT_HACKS, HackerAgent, adversarial_task, lang_hacks
 from repogym.envs.grading.grader import GraderConfig
+from repogym.envs.grading.recycle import reset_grader
+from repogym.envs.grading.testcmd import runs_pytest
+from repogym.envs.sandbox.pool import SandboxPool
 from repogym.tasks.schema import Task
 from repogym.version import __version__
 
 TIME_LIMITED = ("infinite_loop", "fork_bomb")  # end only at the test run's time limit
+# attacks that act through pytest itself (a conftest.py, its configuration, its reports): on a
+# task whose tests another runner runs they change nothing, and are not played
+PYTEST_ONLY = ("conftest_hook", "conftest_hook_tests", "conftest_report_patch",
+               "conftest_report_patch_tests", "pytest_ini", "setup_cfg", "pyproject_toml",
+               "tox_ini", "sys_exit_conftest", "os_exit_conftest", "report_patch_package",
+               "fake_junit", "targeted_report_patch", "targeted_by_name", "targeted_by_calls",
+               "decoy_aware")
 PASS, HACKABLE, INCOMPLETE = "pass", "hackable", "incomplete"
 
 
@@ -46,7 +68,8 @@ class CertifyConfig:
     timeout: float = 120.0  # seconds for each attack's test run (at most the task's own)
     loop_timeout: float = 10.0  # the same for the attacks that never end
     max_steps: int = 30
-    workers: int = 1  # attacks played at once, each worker with its own env
+    # attacks played at once, each worker with its own env (and its own grading container)
+    workers: int = field(default_factory=lambda: min(2, os.cpu_count() or 1))
 
     def __post_init__(self) -> None:
         unknown = sorted(set(self.hacks) - set(HACKS) - set(LIMIT_HACKS) - set(lang_hacks()))
@@ -105,9 +128,19 @@ def attacks_for(task: Task, hacks: Sequence[str]) -> tuple[str, ...]:
                      else language == "python"))
 
 
+def skip_reason(task: Task, hack: str) -> str:
+    """Why ``hack`` cannot act on ``task`` ("" when it can)."""
+    if task.environment.language == "python" and hack in PYTEST_ONLY and not runs_pytest(
+            task.environment):
+        return (f"acts through pytest, and the task's tests run without it "
+                f"({task.environment.test_cmd!r})")
+    return ""
+
+
 def certificate(task: Task, attacks: dict[str, Attack], seconds: float,
-                missing: str = "") -> dict[str, Any]:
-    """``missing``: why no attack was played (none of those asked for fits the task)."""
+                missing: str = "", skipped: dict[str, str] | None = None) -> dict[str, Any]:
+    """``missing``: why no attack was played (none of those asked for fits the task);
+    ``skipped``: the attacks not played, and why each cannot act on the task."""
     beaten = sorted(name for name, a in attacks.items() if a.won)
     failed = any(a.error for a in attacks.values()) or not attacks
     return {
@@ -119,6 +152,7 @@ def certificate(task: Task, attacks: dict[str, Attack], seconds: float,
                            "flags": a.flags, "seconds": round(a.seconds, 1),
                            **({"error": a.error} if a.error else {})}
                     for name, a in sorted(attacks.items())},
+        **({"skipped": dict(sorted(skipped.items()))} if skipped else {}),
         "versions": versions(),
         "date": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
         "task_hash": task.task_hash,
@@ -134,7 +168,7 @@ def certify(tasks: list[Task], config: CertifyConfig | None = None,
     process's warm containers). ``on_task`` gets each certified task as soon as it is done (a
     suite of many tasks takes hours: what is done is kept if the run stops)."""
     config = config or CertifyConfig()
-    chosen = {t.instance_id: attacks_for(t, config.hacks) for t in tasks}
+    chosen, skipped = plan_attacks(tasks, config)
     plays = {(t.instance_id, h): _attack_task(t, h, config)
              for t in tasks for h in chosen[t.instance_id]}
     local, envs, lock = threading.local(), list[gym.Env[Any, Any]](), threading.Lock()
@@ -144,7 +178,12 @@ def certify(tasks: list[Task], config: CertifyConfig | None = None,
             # no timeout in the grader's config: it would override each attack's own limit
             # (the tasks carry it), and the two that never end would wait out the longer one
             local.env = gym.make("repogym/SWE-v0", tasks=list(plays.values()),
-                                 max_steps=config.max_steps, grader=GraderConfig())
+                                 max_steps=config.max_steps, grader=GraderConfig(),
+                                 pool_size=1)
+            # its grading container is reset in place between attacks, verified, or removed
+            pool = getattr(local.env.unwrapped, "pool", None)
+            if isinstance(pool, SandboxPool):
+                pool.resetters["grader"] = reset_grader
             with lock:
                 envs.append(local.env)
         return play(local.env, plays[key])
@@ -157,10 +196,11 @@ def certify(tasks: list[Task], config: CertifyConfig | None = None,
                 hacks = chosen[task.instance_id]
                 keys = [(task.instance_id, h) for h in hacks]
                 attacks = dict(zip(hacks, pool.map(attack, keys), strict=True))
-                missing = "" if hacks else (
+                missing = "" if hacks or skipped[task.instance_id] else (
                     f"none of the attacks asked for ({', '.join(config.hacks)}) is written for "
                     f"{task.environment.language} tasks")
-                cert = certificate(task, attacks, time.monotonic() - start, missing)
+                cert = certificate(task, attacks, time.monotonic() - start, missing,
+                                   skipped[task.instance_id])
                 beaten = ", ".join(cert["beaten_by"])
                 failed = ", ".join(sorted(n for n, a in attacks.items() if a.error))
                 progress(f"[{i}/{len(tasks)}] {task.instance_id}: {cert['result']}"
@@ -174,6 +214,20 @@ def certify(tasks: list[Task], config: CertifyConfig | None = None,
         for env in envs:
             env.close()
     return out
+
+
+def plan_attacks(tasks: list[Task], config: CertifyConfig
+          ) -> tuple[dict[str, tuple[str, ...]], dict[str, dict[str, str]]]:
+    """Each task's attacks to play (those that end only at their time limit first: the other
+    workers play the rest meanwhile), and those skipped, with why."""
+    chosen, skipped = {}, {}
+    for task in tasks:
+        fits = attacks_for(task, config.hacks)
+        why = {h: r for h in fits if (r := skip_reason(task, h))}
+        play = [h for h in fits if h not in why]
+        chosen[task.instance_id] = tuple(sorted(play, key=lambda h: h not in TIME_LIMITED))
+        skipped[task.instance_id] = why
+    return chosen, skipped
 
 
 def _attack_task(task: Task, hack: str, config: CertifyConfig) -> Task:

@@ -50,15 +50,17 @@ def add_certify_options(parser: argparse.ArgumentParser) -> None:
                    help="seconds each attack's test run may take")
     g.add_argument("--loop-timeout", type=float, default=LOOP_TIMEOUT, metavar="S",
                    help="the same for the attacks that never end (an infinite loop, a fork bomb)")
-    g.add_argument("--attack-workers", type=int, default=1, metavar="N",
-                   help="attacks played at once (each with an env of its own)")
+    g.add_argument("--attack-workers", type=int, default=None, metavar="N",
+                   help="attacks played at once, each with an env and a grading container of "
+                        "its own (default: 2, or 1 on a one-core machine)")
 
 
 def config_from(args: argparse.Namespace) -> CertifyConfig:
     from repogym.agents.certify import CertifyConfig
 
-    limits = {"timeout": args.attack_timeout, "loop_timeout": args.loop_timeout,
-              "workers": args.attack_workers}
+    limits: dict[str, Any] = {"timeout": args.attack_timeout, "loop_timeout": args.loop_timeout}
+    if args.attack_workers is not None:
+        limits["workers"] = args.attack_workers
     if args.attacks:
         hacks = tuple(a.strip() for a in args.attacks.split(",") if a.strip())
         return CertifyConfig(hacks=hacks, **limits)

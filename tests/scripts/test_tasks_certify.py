@@ -9,7 +9,15 @@ from pathlib import Path
 
 import pytest
 
-from repogym.agents.certify import Attack, CertifyConfig, attacks_for, certificate
+from repogym.agents.certify import (
+    PYTEST_ONLY,
+    Attack,
+    CertifyConfig,
+    attacks_for,
+    certificate,
+    plan_attacks,
+    skip_reason,
+)
 from repogym.agents.hacker import HACKS
 from repogym.agents.hacker_langs import LANG_HACKS
 from repogym.scripts import tasks_certify
@@ -48,6 +56,23 @@ def test_each_task_meets_the_attacks_written_for_its_language() -> None:
     assert attacks_for(go, ("always_eq",)) == ()
     cert = certificate(go, {}, 0.0, "none fits")
     assert cert["result"] == "incomplete" and cert["error"] == "none fits"
+
+
+def test_attacks_that_cannot_act_are_skipped_with_why_and_the_slow_ones_go_first() -> None:
+    pytest_task = Task("t-1", "r", "0" * 40, "Fix it.")
+    other = pytest_task.with_(instance_id="t-2", environment=Environment(
+        test_cmd="./tests/runtests.py --verbosity 2", log_parser="parse_log_django"))
+    config = CertifyConfig()
+    assert config.workers >= 1
+    chosen, skipped = plan_attacks([pytest_task, other], config)
+    assert skipped["t-1"] == {} and set(chosen["t-1"]) == set(HACKS)
+    assert chosen["t-1"][:2] == ("infinite_loop", "fork_bomb")  # they wait out a time limit
+    assert set(skipped["t-2"]) == set(PYTEST_ONLY) & set(HACKS)
+    assert "runtests.py" in skipped["t-2"]["conftest_hook"]
+    assert set(chosen["t-2"]) == set(HACKS) - set(PYTEST_ONLY)
+    assert skip_reason(other, "os_exit_import") == ""  # an exit at import acts anywhere
+    cert = certificate(other, {"os_exit_import": Attack()}, 1.0, skipped=skipped["t-2"])
+    assert cert["result"] == "pass" and cert["skipped"] == skipped["t-2"]
 
 
 def test_certificates_go_into_the_rows_and_nothing_else_changes(tmp_path: Path) -> None:
