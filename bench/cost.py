@@ -122,10 +122,14 @@ def plain_command(task: Task) -> str:
     return get_runner(name).command(task.environment, task_test_files(task))
 
 
-def _plain_runs(ctx: Context, n: int) -> list[float]:
+def _plain_runs(ctx: Context, n: int, fresh: bool = False) -> list[float]:
     """The same tests run by hand: the gold and test patches applied in a container of the same
     image, then the test command of a grading run (``plain_command``) with docker-py's
-    ``exec_run``."""
+    ``exec_run``; ``n`` times in one container, or with ``fresh`` once in each of ``n`` new
+    containers, as every grade runs them (a compiled language builds the patched code once
+    there, where the runs after the first in one container find it built)."""
+    if fresh:
+        return [_plain_runs(ctx, 1)[0] for _ in range(n)]
     box = DockerSandbox(SandboxConfig(image=ctx.image, role="bench"))
     try:
         box.put_files({"gold.patch": ctx.task.patch.encode(),
@@ -169,6 +173,8 @@ def grading_latency(ctx: Context, n: int) -> list[Row]:
     cold = _cold_grades(ctx, n)
     plain = _plain_runs(ctx, n)
     plain_median = statistics.median(plain)
+    fresh = _plain_runs(ctx, n, fresh=True)
+    fresh_median = statistics.median(fresh)
     stages = [row(f"grade.stage.{s}", f"stage {s}: {STAGE_NAMES[s]}", "s", env[f"stage.{s}"])
               for s in STAGES]
     return [
@@ -179,8 +185,12 @@ def grading_latency(ctx: Context, n: int) -> list[Row]:
             env["test"]),
         row("grade.submit", "repogym submit-to-reward (env.step submit, warm grader)", "s",
             env["submit"], note),
+        row("grade.plain_fresh", "the same tests run by hand once in a new container (as "
+            "each grade runs them)", "s", fresh),
         row("grade.overhead", "repogym submit-to-reward minus the tests run by hand (median)",
             "s", [s - plain_median for s in env["submit"]]),
+        row("grade.overhead_fresh", "repogym submit-to-reward minus the tests run by hand in a "
+            "new container (median)", "s", [s - fresh_median for s in env["submit"]]),
         row("grade.over_summary", "repogym submit-to-reward minus pytest's summary time", "s",
             env["overhead"]),
         row("grade.harness", "repogym submit-to-reward minus the test command's wall time", "s",

@@ -58,9 +58,11 @@ class LangRun:
         self.language = task.environment.language
 
     def grade(self, patch: str) -> None:
-        canary = self.stage(patch)
+        with self.report.timed("stage"):
+            canary = self.stage(patch)
         log, outputs = self.run(self.test_files() + ([canary.path] if canary else []))
-        self.judge(log, outputs, canary)
+        with self.report.timed("score"):
+            self.judge(log, outputs, canary)
 
     def test_files(self) -> list[str]:
         return task_test_files(self.task)
@@ -136,23 +138,28 @@ class LangRun:
         timeout = self.grader.config.timeout or env.timeout
         command = self.runner.command(env, files)
         start = time.monotonic()
-        result = self.box.exec(run_argv(command), timeout=timeout,
-                               limit=self.grader.config.log_limit)
+        with self.report.timed("run"):
+            result = self.box.exec(run_argv(command), timeout=timeout,
+                                   limit=self.grader.config.log_limit)
         self.report.test_seconds = time.monotonic() - start
         self.report.exit_code = result.exit_code
         self.report.timed_out = result.timed_out
         self.report.log_tail = result.output[-4000:]
         # every process of the tests' user ends before the results are read
-        _, out = self.root(
-            f"cd {OUT} 2>/dev/null && find . -type f | sed 's|^\\./||' | while read -r f; do "
-            f"printf '__RG_FILE %s %s\\n' \"$(printf %s \"$f\" | base64 -w0)\" "
-            f"\"$(head -c {MAX_RESULT_BYTES} \"$f\" | base64 -w0)\"; done; true",
-            timeout=120, end_user=True)
+        with self.report.timed("collect"):
+            _, out = self._read_outputs()
         outputs = {}
         for name, data in _FILE.findall(out):
             key = base64.b64decode(name).decode("utf-8", "replace")
             outputs[key] = base64.b64decode(data).decode("utf-8", "replace")
         return result.output, outputs
+
+    def _read_outputs(self) -> tuple[int, str]:
+        return self.root(
+            f"cd {OUT} 2>/dev/null && find . -type f | sed 's|^\\./||' | while read -r f; do "
+            f"printf '__RG_FILE %s %s\\n' \"$(printf %s \"$f\" | base64 -w0)\" "
+            f"\"$(head -c {MAX_RESULT_BYTES} \"$f\" | base64 -w0)\"; done; true",
+            timeout=120, end_user=True)
 
     # --- the verdict ---------------------------------------------------------------------------
 

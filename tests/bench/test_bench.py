@@ -59,7 +59,9 @@ def test_targets_say_met_or_missed_and_skip_what_was_not_measured() -> None:
 
 def test_grading_goals_are_the_ones_of_the_task_s_language() -> None:
     rows = compare([row("grade.submit", "a", "s", [1.2]), row("grade.nodisguise", "b", "s", [1.0]),
-                    row("grade.overhead", "c", "s", [0.4])], "grade.submit", "grade.nodisguise")
+                    row("grade.overhead", "c", "s", [0.4]),
+                    row("grade.overhead_fresh", "d", "s", [0.4])],
+                   "grade.submit", "grade.nodisguise")
     python = {t["goal"]: t["met"] for t in targets(rows, "python")}
     assert python == {
         "every defence on: submit-to-reward within 1.25x of the same grade with disguise=False":
@@ -67,7 +69,7 @@ def test_grading_goals_are_the_ones_of_the_task_s_language() -> None:
         "Python: submit-to-reward within 0.5 s of the tests run by hand": True}
     go = {t["goal"]: t["met"] for t in targets(rows, "go")}
     assert go["Go, JavaScript, Rust, Java: submit-to-reward within 0.3 s of the tests run by "
-              "hand"] is False
+              "hand in a new container"] is False
     assert not any(goal.startswith("Python") for goal in go)
 
 
@@ -160,6 +162,7 @@ MEASURED = [
     "grade.over_summary", "grade.harness",
     "grade.cold", "grade.decoy", "grade.open", "grade.nodisguise", "grade.stage.stage",
     "grade.stage.run", "grade.stage.decoy", "grade.stage.collect", "grade.stage.score",
+    "grade.plain_fresh", "grade.overhead_fresh",
     "parallel.steps_per_s.1", "parallel.steps_per_s.2", "parallel.latency.2",
     "memory.container", "memory.process", "memory.python", "teardown.close",
 ]
