@@ -12,6 +12,7 @@ import argparse
 import contextlib
 import sys
 import tempfile
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -310,22 +311,60 @@ def run_tasks_add(args: argparse.Namespace) -> int:
                   "certified": certifying, "keep_hackable": args.keep_hackable}
         folder = SuiteFolder(args.out, config)
         folder.begin()
-        result = collect(source, common.max_candidates, workers=args.workers, journal=folder,
-                         skip=folder.skip, gate=checker.gate if checker else None,
-                         in_flight=checker.in_flight if checker else None)
+        clock = Stages()
+        with clock("collect"):
+            result = collect(source, common.max_candidates, workers=args.workers,
+                             journal=folder, skip=folder.skip,
+                             gate=checker.gate if checker else None,
+                             in_flight=checker.in_flight if checker else None)
         result.kept = _rebind(result.kept, built)
         if not getattr(args, "no_validate", False) and args.add_source in CHECKED:
             # a task is kept only if an agent who writes the gold change is rewarded for it
-            result.drop(check_kept(result.kept, args.workers, log=log_stderr))
+            with clock("played_gold"):
+                result.drop(check_kept(result.kept, args.workers, log=log_stderr))
         if certifying:  # a task that an attack beats is no task (unless --keep-hackable)
-            certify_collected(result, args)
+            with clock("certificate"):
+                certify_collected(result, args)
         kept = result.kept
         if repo is not None:
             repo.keep_only(t.base_commit for t in kept)
-        written = folder.write(kept, not shared, {"config": config, **result.to_dict(),
-                                                  "checking": summary()},
-                               finished=result.stopped is None)
+        gold = getattr(source, "seconds", 0.0) if isinstance(source, WithGoldCases) else 0.0
+        written = folder.write(kept, not shared, {
+            "config": config, **result.to_dict(), "checking": summary(),
+            "stages": clock.report(len(kept), gold / max(1, args.workers))},
+            finished=result.stopped is None)
     return _report(args, result, written)
+
+
+class Stages:
+    """Wall seconds of each stage of a ``tasks add`` run, for report.json."""
+
+    def __init__(self) -> None:
+        self.seconds: dict[str, float] = {}
+
+    @contextlib.contextmanager
+    def __call__(self, stage: str) -> Iterator[None]:
+        start = time.monotonic()
+        try:
+            yield
+        finally:
+            self.seconds[stage] = self.seconds.get(stage, 0.0) + time.monotonic() - start
+
+    def report(self, kept: int, gold_cases: float) -> dict[str, Any]:
+        """Each stage's seconds, its share of the whole and seconds per kept task. The gold
+        cases are recorded while candidates are checked: their part of that stage is their
+        seconds summed over the workers, divided by the number of workers."""
+        collect = self.seconds.get("collect", 0.0)
+        gold = min(gold_cases, collect)
+        parts = {"checks": collect - gold, "gold_cases": gold,
+                 "played_gold": self.seconds.get("played_gold", 0.0),
+                 "certificate": self.seconds.get("certificate", 0.0)}
+        total = sum(parts.values())
+        return {"total_seconds": round(total, 1), "kept": kept,
+                "seconds_per_kept": round(total / kept, 1) if kept else None,
+                "stages": {name: {"seconds": round(s, 1),
+                                  "share": round(s / total, 3) if total else 0.0}
+                           for name, s in parts.items()}}
 
 
 Checking: TypeAlias = tuple[Deriver | None, Callable[[], dict[str, Any]], Checker | None]

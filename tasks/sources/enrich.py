@@ -26,6 +26,7 @@ import base64
 import json
 import random
 import shlex
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -152,6 +153,8 @@ class WithGoldCases:
         self.source, self.name = source, source.name
         self.record = record or gold_recorder()
         self.log = log or log_stderr
+        self.seconds = 0.0  # spent recording, summed over the threads that check candidates
+        self._lock = threading.Lock()
 
     def candidates(self) -> Any:
         return self.source.candidates()
@@ -163,7 +166,10 @@ class WithGoldCases:
         done, reason = self.source.check(task)
         if done is None or why_not(done):
             return done, reason
+        start = time.monotonic()
         done, note = self.record(done)
+        with self._lock:
+            self.seconds += time.monotonic() - start
         self.log(f"{done.instance_id}: {note}")
         return done, reason
 
