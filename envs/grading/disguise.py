@@ -189,11 +189,11 @@ def decoy_text(text: str, hidden: dict[tuple[str, ...], set[str]], functions: li
         for ret in _returns(func):
             value = ret.value
             if value is None:  # `return`: it returns what _repogym_fail() returns, None
-                end = (ret.end_lineno or ret.lineno, ret.end_col_offset or 0)
-                edits.append((*end, *end, f" {FAIL}"))
+                at = (ret.end_lineno or ret.lineno, ret.end_col_offset or 0)
+                edits.append((*at, *at, f" {FAIL}"))
             else:  # `return X`: `return _repogym_fail((X))`
-                end = (value.end_lineno or value.lineno, value.end_col_offset or 0)
-                edits.append((*end, *end, "))"))
+                at = (value.end_lineno or value.lineno, value.end_col_offset or 0)
+                edits.append((*at, *at, "))"))
                 edits.append((value.lineno, value.col_offset, value.lineno, value.col_offset,
                               "_repogym_fail(("))
     for line, col, end_line, end_col, new in sorted(edits, reverse=True):

@@ -248,3 +248,42 @@ def test_the_pass_hook_is_implemented_only_when_the_run_turns_it_on(tmp_path: Pa
         env={"PYTHONPATH": str(plugins), "PATH": "/usr/bin:/bin"})
     assert "1 passed" in out.stdout, out.stdout + out.stderr
     assert f"IMPLS {1 if hook else 0}" in out.stdout
+
+
+RETURNS = textwrap.dedent("""\
+    def helper():
+        return 41
+
+
+    def test_hidden():
+        value = helper() + 1
+        if value:
+            return value, "x"
+        return
+
+
+    def test_other():
+        assert helper() == 41
+    """)
+
+
+def test_a_decoy_is_the_original_where_the_test_run_s_variable_is_set(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # the decoys stand at their paths while the test run goes on: a module of the test run that
+    # imports one as a helper must get the original file
+    off = ("PYTEST_RG_TEST", "on")
+    text, expected = disguise.decoy_text(RETURNS, {(): {"test_hidden"}}, ["test"], ["Test"], off)
+    assert expected == ["test_hidden"]
+    assert text.splitlines()[7] == '        return _repogym_fail((value, "x"))'
+    (tmp_path / "test_r.py").write_text(text)
+    assert run_pytest(tmp_path, "test_r.py") == {"test_r.py::test_hidden": "FAILED"}
+    monkeypatch.setenv(*off)
+    assert run_pytest(tmp_path, "test_r.py") == {"test_r.py::test_hidden": "PASSED",
+                                                 "test_r.py::test_other": "PASSED"}
+    namespace: dict[str, Any] = {}
+    exec(compile(text, "test_r.py", "exec"), namespace)
+    assert namespace["test_hidden"]() == (42, "x") and "test_other" in namespace
+    monkeypatch.setenv(off[0], "another value")
+    with pytest.raises(AssertionError):
+        exec(compile(text, "test_r.py", "exec"), namespace)
+        namespace["test_hidden"]()
