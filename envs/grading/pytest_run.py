@@ -247,8 +247,9 @@ class PytestRun:
                 f"--junitxml={OUT}/junit.xml", "--rootdir=/testbed"]
 
     def _decoy_options(self) -> list[str]:
+        # every decoy fails: no traceback of theirs is of use, and formatting them costs
         return ["-p", "no:cacheprovider", "-o", "addopts=", "--rootdir=/testbed",
-                "--continue-on-collection-errors"]
+                "--continue-on-collection-errors", "--tb=no"]
 
     def _execute(self, files: list[str], opts: list[str], imports: list[str],
                  warm: WarmPytest | None, env: dict[str, str], with_decoy: bool = False,
