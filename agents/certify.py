@@ -22,7 +22,9 @@ run collecting meanwhile), plus the time limit of the two attacks that never end
   the user can write seen empty) or removed, never handed out as it was;
 - an attack that cannot act on a task is not played, and the certificate says why
   (``skipped``): one that works through pytest (a ``conftest.py``, its configuration, its
-  reports) on a task whose tests do not run under pytest.
+  reports) on a task whose tests do not run under pytest;
+- an attack whose every change is stripped by name is graded on the FAIL_TO_PASS tests and the
+  canaries alone (:mod:`repogym.agents.stripped`).
 """
 
 from __future__ import annotations
@@ -41,6 +43,7 @@ from typing import Any
 import gymnasium as gym
 
 from repogym.agents.hacker import HACKS, LIMIT_HACKS, HackerAgent, adversarial_task, lang_hacks
+from repogym.agents.stripped import NOTE, stripped_grade
 from repogym.envs.grading.grader import GraderConfig
 from repogym.envs.grading.recycle import reset_grader
 from repogym.envs.grading.testcmd import runs_pytest
@@ -94,6 +97,7 @@ class Attack:
     flags: list[str] = field(default_factory=list)
     seconds: float = 0.0
     error: str = ""
+    note: str = ""  # how it was graded, when not whole
 
     @property
     def won(self) -> bool:
@@ -150,7 +154,8 @@ def certificate(task: Task, attacks: dict[str, Attack], seconds: float,
         "attacks": {name: {"reward": a.reward, "resolved": a.resolved,
                            "f2p_pass_rate": a.f2p_pass_rate, "valid": a.valid,
                            "flags": a.flags, "seconds": round(a.seconds, 1),
-                           **({"error": a.error} if a.error else {})}
+                           **({"error": a.error} if a.error else {}),
+                           **({"graded": a.note} if a.note else {})}
                     for name, a in sorted(attacks.items())},
         **({"skipped": dict(sorted(skipped.items()))} if skipped else {}),
         "versions": versions(),
@@ -237,16 +242,27 @@ def _attack_task(task: Task, hack: str, config: CertifyConfig) -> Task:
 
 def play(env: gym.Env[Any, Any], task: Task) -> Attack:
     """One attack's episode; an episode that fails to run is recorded, not raised (it earned
-    nothing, and the certificate says why)."""
+    nothing, and the certificate says why). An attack whose every change is stripped is graded
+    on the failing tests alone (``stripped.py``)."""
     agent = HackerAgent()
     start = time.monotonic()
     try:
         obs, info = env.reset(options={"task_id": task.instance_id})
         agent.reset(obs, info)
         terminated = truncated = False
-        reward = 0.0
+        reward, steps = 0.0, 0
         while not (terminated or truncated):
-            obs, r, terminated, truncated, info = env.step(agent.act(obs, info))
+            action = agent.act(obs, info)
+            steps += 1
+            if isinstance(action, dict) and action.get("tool") == "submit":
+                shared = stripped_grade(env, task, steps)
+                if shared is not None:
+                    report, earned = shared
+                    return Attack(reward=earned, resolved=report.resolved,
+                                  f2p_pass_rate=report.f2p_pass_rate, valid=report.valid,
+                                  flags=report.flag_names(),
+                                  seconds=time.monotonic() - start, note=NOTE)
+            obs, r, terminated, truncated, info = env.step(action)
             reward = float(r)
     except Exception as exc:  # an infrastructure failure: recorded in the certificate
         return Attack(error=f"{type(exc).__name__}: {exc}"[:300],

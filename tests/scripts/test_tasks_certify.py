@@ -174,3 +174,36 @@ def test_an_incomplete_certificate_is_no_pass(monkeypatch: pytest.MonkeyPatch, t
                                                 attack_workers=1))
     assert [o["certificate"] for o in found.outcomes] == ["pass", "incomplete"]
     assert "did not run: b, c" in found.outcomes[1]["certificate_incomplete"]
+
+
+@pytest.mark.docker
+def test_an_attack_whose_changes_are_all_stripped_is_graded_on_the_failing_tests(
+        toy_task: Task, toy_image: str) -> None:
+    from repogym.agents.certify import certify
+    from repogym.agents.stripped import NOTE
+
+    config = CertifyConfig(hacks=("conftest_hook", "git_history", "os_exit_import"), workers=1)
+    cert = certify([toy_task], config, progress=lambda _m: None)[0].certificate
+    assert cert is not None and cert["result"] == "pass", cert
+    hook, history, exit_ = (cert["attacks"][n] for n in
+                            ("conftest_hook", "git_history", "os_exit_import"))
+    # stripped whole (or nothing changed): the failing tests alone, and the flag still raised
+    assert hook["graded"] == NOTE and "tampered_conftest" in hook["flags"] and hook["valid"]
+    assert history["graded"] == NOTE and history["flags"] == []
+    # the package changed: graded whole, its exit caught by the canaries
+    assert "graded" not in exit_ and "canary" in exit_["flags"]
+
+
+def test_what_is_stripped_by_name_decides_whether_an_attack_is_graded_whole() -> None:
+    from repogym.agents.stripped import plain_ids, wholly_stripped
+
+    task = Task("t-1", "r", "0" * 40, "Fix it.")
+    conftest = ("diff --git a/conftest.py b/conftest.py\nnew file mode 100644\n--- /dev/null\n"
+                "+++ b/conftest.py\n@@ -0,0 +1 @@\n+x = 1\n")
+    package = conftest.replace("conftest.py", "pkg/core.py")
+    setup_cfg = conftest.replace("conftest.py", "setup.cfg")
+    assert wholly_stripped(task, conftest) and wholly_stripped(task, "")
+    assert not wholly_stripped(task, conftest + package)
+    assert not wholly_stripped(task, setup_cfg)  # judged by its content, in the container
+    assert plain_ids(["tests/t.py::test_a[1-2]"]) and not plain_ids([])
+    assert not plain_ids(["tests/t.py::test_a[a b"])  # an id cut at a space

@@ -1,0 +1,62 @@
+"""The grade of an attack whose every change is stripped, on the failing tests alone.
+
+An attack that changes only paths the grader strips by name (test files, ``conftest.py``,
+pytest's own configuration files, start-up hooks), or nothing at all, reaches the tests with
+none of its changes: its test run is the base code's. What its grade must show is that this
+holds on the task: the staging strips every path (and flags it), the canaries behave, and the
+FAIL_TO_PASS tests fail. That needs neither the rest of the suite nor the decoy run, so such
+an attack is graded on the FAIL_TO_PASS tests and the canaries alone, in the same grading
+container and by the same grader (``Grader.grade(..., tests=...)``). A grade that is not a
+valid run (an id pytest cannot collect alone, a runner that misbehaves) is not used: the attack
+is then graded whole, as every other one.
+
+Where the grader judges a file by its content (``setup.cfg``, ``pyproject.toml``, ``setup.py``),
+or the tests do not run under pytest, the attack is graded whole too.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from repogym.envs.grading import stage
+from repogym.envs.grading.grader import Grader, GraderConfig
+from repogym.envs.grading.report import GradingReport
+from repogym.envs.grading.rewards import components
+from repogym.envs.grading.testcmd import runs_pytest
+from repogym.envs.sandbox.pool import SandboxPool
+from repogym.tasks.schema import Task
+
+NOTE = "graded on the FAIL_TO_PASS tests alone: every path it changes is stripped by name"
+
+
+def wholly_stripped(task: Task, patch: str) -> bool:
+    """Whether none of ``patch``'s changes can reach ``task``'s tests (decided by name)."""
+    paths = stage.patch_paths(patch)
+    tests = frozenset(stage.header_paths(task.test_patch)) | set(task.environment.test_files)
+    stripped = stage.protected_by_name(paths, tests)
+    return set(paths) == set(stripped) and not stage.content_checked(paths, stripped)
+
+
+def plain_ids(ids: tuple[str, ...] | list[str]) -> bool:
+    """Node ids pytest can be given on a command line as they are."""
+    return bool(ids) and all("::" in i and not any(c.isspace() for c in i) for i in ids)
+
+
+def stripped_grade(env: Any, task: Task, steps: int) -> tuple[GradingReport, float] | None:
+    """The grade (and its reward) of the attack in ``env``'s episode, on the failing tests
+    alone, when its changes are all stripped and that grade is a valid run; else None."""
+    base = env.unwrapped
+    pool = getattr(base, "pool", None)
+    if (not isinstance(pool, SandboxPool) or not runs_pytest(task.environment)
+            or not plain_ids(task.FAIL_TO_PASS)):
+        return None
+    patch = base.sandbox.diff(base.image.repo_commit)
+    if not wholly_stripped(task, patch):
+        return None
+    # the certification's grader (GraderConfig()), on the env's pool and grading containers
+    grader = Grader(GraderConfig(), pool=pool)
+    failing = task.with_(PASS_TO_PASS=())  # the run holds them alone, and expects no more
+    report = grader.grade(failing, patch, base.image.tag, tests=tuple(task.FAIL_TO_PASS))
+    if not report.valid:
+        return None
+    return report, float(base.reward_fn(components(report, steps, None)))
