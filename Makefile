@@ -9,14 +9,14 @@ PYTEST_ARGS ?=
 # test processes: the Docker tests mostly wait on containers, so two share two cores well
 PYTEST_WORKERS ?= 2
 
-.PHONY: demo test venv docker base lint typecheck clean-containers shellcheck
+.PHONY: demo test venv docker podman base lint typecheck clean-containers shellcheck
 
 demo: venv docker base
 	$(BIN)/repogym images build --suite demo
 	$(BIN)/repogym eval --suite demo --agent gold --workers 2 --out runs/demo/gold
 	$(BIN)/repogym eval --suite demo --agent null --workers 2 --out runs/demo/null
 
-test: venv docker base lint typecheck
+test: venv docker podman base lint typecheck
 	$(BIN)/python -m pytest -n $(PYTEST_WORKERS) --dist loadgroup --durations=25 $(PYTEST_ARGS)
 
 venv: $(VENV)/.installed
@@ -30,6 +30,10 @@ $(VENV)/.installed: setup.cfg pyproject.toml
 
 docker:
 	tools/ensure_docker.sh
+
+# rootless Podman (its own unprivileged user, as root) and bubblewrap, for the other backends
+podman:
+	tools/ensure_podman.sh
 
 base: venv docker
 	$(BIN)/repogym images base

@@ -10,6 +10,7 @@ from typing import Any, SupportsFloat
 
 import gymnasium as gym
 
+from repogym import settings
 from repogym.envs import fork, pooling
 from repogym.envs.actions import HOW_TO_CALL, parse_action
 from repogym.envs.backends import BackendSettings, open_backend
@@ -136,10 +137,12 @@ class SWEEnv(gym.Env[str, Any]):
     - ``grader``: a :class:`~repogym.envs.grading.grader.GraderConfig`.
     - ``sampler``, ``stats`` (a JSON file of task statistics, read if it exists, written
       after every episode), ``failure_starts`` (K, 0: off): see Curricula.
-    - ``sandbox``: the backend (:mod:`repogym.envs.backends`): ``"docker"`` (default) or
-      ``"fake"``: no Docker at all, the repository in a local folder with a local bash, graded
-      by running its tests in another local folder with this host's Python. For tests of the
-      code above the sandbox: it isolates nothing, and its grading defends against nothing.
+    - ``sandbox``: the backend (:mod:`repogym.envs.backends`); None (default) is
+      ``REPOGYM_BACKEND``, itself ``"docker"`` unless set. ``"podman"``: the same containers on
+      rootless Podman's Docker-compatible socket. ``"fake"``: no Docker at all, the repository
+      in a local folder with a local bash, graded by running its tests in another local folder
+      with this host's Python. For tests of the code above the sandbox: it isolates nothing,
+      and its grading defends against nothing. docs/backends.md compares them.
 
     ## Version History
     - v0: first version.
@@ -164,7 +167,7 @@ class SWEEnv(gym.Env[str, Any]):
         reuse_containers: bool = True,
         warm_grader: bool = True,
         grader: GraderConfig | None = None,
-        sandbox: str = "docker",
+        sandbox: str | None = None,
         render_mode: str | None = None,
         run_id: str | None = None,
         model: str | None = None,
@@ -199,6 +202,7 @@ class SWEEnv(gym.Env[str, Any]):
         self.record_dir = record_dir
         self.snapshot_dir = Path(snapshot_dir) if snapshot_dir is not None else None
         self.render_mode = render_mode
+        sandbox = sandbox or settings.BACKEND.get()
         self.sandbox_kind = sandbox
         self.run_id = run_id or pooling.run_id()
         self.model = model

@@ -5,17 +5,20 @@ class RepogymError(Exception):
     """Base class of every error repogym raises on purpose."""
 
 
-class DockerUnavailable(RepogymError):
-    """No Docker engine answers."""
+DOCKER_FIX = ("Start one (`dockerd &` as root, or `make docker`), or set DOCKER_HOST, then run "
+              "`repogym doctor`.")
+PODMAN_FIX = ("Start rootless Podman's API (`podman system service --time=0 &` as the user that "
+              "runs it, or `tools/ensure_podman.sh` as root), or set REPOGYM_PODMAN_HOST, then "
+              "run `repogym doctor`.")
 
-    def __init__(self, detail: str = "") -> None:
+
+class DockerUnavailable(RepogymError):
+    """No container engine answers (Docker, or Podman through its Docker-compatible API)."""
+
+    def __init__(self, detail: str = "", fix: str = DOCKER_FIX) -> None:
         self.detail = detail
-        super().__init__(
-            "No Docker engine answers"
-            + (f" ({detail})" if detail else "")
-            + ". Start one (`dockerd &` as root, or `make docker`), or set DOCKER_HOST, "
-            "then run `repogym doctor`."
-        )
+        what = "Podman engine" if fix == PODMAN_FIX else "Docker engine"
+        super().__init__(f"No {what} answers" + (f" ({detail})" if detail else "") + f". {fix}")
 
 
 class SandboxError(RepogymError):

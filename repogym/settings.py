@@ -58,6 +58,17 @@ MAX_STARTS = Setting("REPOGYM_MAX_STARTS", "4", "container starts a process runs
 POOL_BROKER = Setting("REPOGYM_POOL_BROKER", "", "set by a process that serves its shared "
                       "pools to its children (a vector env's workers); not for users")
 
+BACKEND = Setting("REPOGYM_BACKEND", "docker", "the sandbox backend when none is named: docker, "
+                  "podman (rootless, through its Docker-compatible socket), bwrap (daemonless, "
+                  "bubblewrap over exported root file systems) or fake (no isolation)")
+PODMAN_HOST = Setting("REPOGYM_PODMAN_HOST", "", "the Podman API socket of the podman backend "
+                      "(unix:///path/podman.sock); default: $XDG_RUNTIME_DIR/podman/podman.sock, "
+                      "as root the repogym-podman user's")
+ROOTFS_DIR = Setting("REPOGYM_ROOTFS_DIR", "", "where the bwrap backend keeps images exported "
+                     "as root file systems; default: ~/.cache/repogym/rootfs")
+SANDBOX_USER = Setting("REPOGYM_SANDBOX_USER", "repogym-podman", "the unprivileged user the "
+                       "bwrap backend runs its sandboxes as when repogym runs as root")
+
 # --- images ----------------------------------------------------------------------------------
 CA_BUNDLE = Setting("REPOGYM_CA_BUNDLE", "", "a PEM file that build steps trust too (a proxy "
                     "that intercepts TLS); never part of an image")
@@ -87,7 +98,8 @@ DEBUG = Setting("REPOGYM_DEBUG", "", "set (to 1, say): the command line shows th
                 "an unexpected error")
 
 SETTINGS: tuple[Setting, ...] = (
-    RUN_ID, DOCKER_HOSTS, IMAGE_SOURCES, DOCKER_TIMEOUT, MAX_STARTS, POOL_BROKER, CA_BUNDLE,
+    RUN_ID, DOCKER_HOSTS, IMAGE_SOURCES, DOCKER_TIMEOUT, MAX_STARTS, POOL_BROKER, BACKEND,
+    PODMAN_HOST, ROOTFS_DIR, SANDBOX_USER, CA_BUNDLE,
     BASE_IMAGE, PULL, DEBIAN_MIRROR, REGISTRIES, BUILD_TIMEOUT, MIRRORS, GIT_URL, LLM_MODEL,
     CALLS_DIR, TOKEN, DEBUG,
 )

@@ -10,6 +10,7 @@ from typing import Any
 
 from repogym.envs.sandbox import engines, owners
 from repogym.envs.sandbox.client import docker_client
+from repogym.envs.sandbox.features import engine_features
 from repogym.errors import DockerUnavailable
 from repogym.scripts.common import table, write_json
 from repogym.tasks import image_usage
@@ -67,7 +68,8 @@ def _engine_report(client: Any, args: argparse.Namespace, local: bool = True
     root = client.info().get("DockerRootDir") or "/"
     free = shutil.disk_usage(root).free if local else None
     disk = f"disk free {_gb(free)}" if free is not None else "disk free unknown (remote)"
-    print(f"Docker engine {version.get('Version')} (API {version.get('ApiVersion')}), {disk}")
+    features = engine_features(client)
+    print(f"{features.describe()} (API {version.get('ApiVersion')}), {disk}")
     images = image_usage.repogym_images(client)
     suites = image_usage.keep_suites(args.keep)
     spare = image_usage.unused(images, image_usage.needed_tags(suites))
@@ -93,6 +95,7 @@ def _engine_report(client: Any, args: argparse.Namespace, local: bool = True
         print("run `repogym doctor --cleanup` to remove the leftovers")
     return {
         "engine": version.get("Version"), "api": version.get("ApiVersion"), "disk_free": free,
+        "features": features.as_json(),
         **{k: v for k, v in report.items() if k != "summary"},
         "images": [_image_json(i) for i in images],
         "unused": [i.name for i in spare], "images_removed": removed,

@@ -20,6 +20,7 @@ from typing import Any
 from repogym.agents.evaluation.progress import make_progress
 from repogym.agents.evaluation.runner import EvalConfig, rerun, run_eval
 from repogym.agents.registry import agent_names
+from repogym.envs.backends import BACKENDS
 from repogym.envs.grading.rewards import REWARDS
 from repogym.scripts.common import table, write_json
 from repogym.tasks.schema import SPLITS
@@ -67,6 +68,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--trajectories", default=None, choices=["atif", "openai"],
                    help="also write OUT/trajectories/*.json in this format (needs records)")
     p.add_argument("--quiet", action="store_true", help="no progress output")
+    p.add_argument("--backend", default=None, choices=sorted(BACKENDS),
+                   help="the sandbox backend (default: REPOGYM_BACKEND, else docker): podman "
+                   "is rootless Podman through its Docker-compatible socket")
     p.add_argument("--json", default=None, help="also write the summary here (- for stdout)")
     p.set_defaults(func=run)
 
@@ -106,7 +110,7 @@ def config_from_args(args: argparse.Namespace) -> EvalConfig:
         out=args.out or str(Path("runs") / name / who.replace(":", "_")), reward=args.reward,
         max_steps=args.max_steps, max_seconds=args.max_seconds, retries=args.retries,
         record=not args.no_record, pool_size=args.pool_size, ray=args.ray,
-        predictions=predictions,
+        predictions=predictions, backend=args.backend,
     )
 
 

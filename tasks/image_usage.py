@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from repogym.envs.sandbox.features import engine_features
 from repogym.tasks.images import LABEL_COMMIT, LABEL_SPEC, image_tag
 from repogym.tasks.suite import BUILTIN, load_suite
 
@@ -41,8 +42,10 @@ def repogym_images(client: Any) -> list[Image]:
     """Every image tagged ``repogym/...``, and untagged ones that carry a task image's labels
     (left behind when a task image was rebuilt)."""
     found = []
-    for row in client.df().get("Images") or []:
-        tags = tuple(t for t in row.get("RepoTags") or [] if t.startswith("repogym/"))
+    for row in _image_rows(client):
+        # Podman names an image that came from no registry localhost/NAME
+        names = [t.removeprefix("localhost/") for t in row.get("RepoTags") or []]
+        tags = tuple(t for t in names if t.startswith("repogym/"))
         labels = row.get("Labels") or {}
         if tags:
             kind = tags[0].split(":", 1)[0].removeprefix("repogym/")
@@ -56,6 +59,15 @@ def repogym_images(client: Any) -> list[Image]:
         found.append(Image(row["Id"], tags, kind, size, max(0, size - max(shared, 0)),
                            int(row.get("Containers") or 0)))
     return sorted(found, key=lambda i: (KINDS.index(i.kind) if i.kind in KINDS else 9, i.name))
+
+
+def _image_rows(client: Any) -> list[dict[str, Any]]:
+    """The engine's rows of images. Docker's disk-usage report counts shared sizes and
+    containers; Podman's names each image by its tag alone and drops its labels, while
+    Podman's image list has both and counts them too."""
+    if engine_features(client).kind == "podman":
+        return list(client.api.images())
+    return list(client.df().get("Images") or [])
 
 
 def disk_use(client: Any, images: Iterable[Image]) -> int:

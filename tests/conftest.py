@@ -1,7 +1,9 @@
-"""Shared fixtures: Docker gating, a small real task, and a leak check over the whole session."""
+"""Shared fixtures: Docker and Podman gating, a small real task, and a leak check over the
+whole session."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import textwrap
 from collections.abc import Callable, Iterator
@@ -12,11 +14,39 @@ import pytest
 
 from repogym.envs.sandbox import owners
 from repogym.envs.sandbox.base import LABEL_MANAGED, LABEL_PID
+from repogym.envs.sandbox import client as engine_client
 from repogym.envs.sandbox.client import docker_available, docker_client
+from repogym.envs.sandbox.engines import make_client
+from repogym.envs.sandbox.podman import podman_engine
+from repogym.errors import DockerUnavailable
 from repogym.tasks.repo import snapshot_commit
 from repogym.tasks.schema import Task
 
 IN_CI = bool(os.environ.get("CI"))
+
+
+def podman_available() -> bool:
+    """Whether rootless Podman's API answers (``make podman`` starts it)."""
+    try:
+        make_client(podman_engine(), timeout=10)
+    except DockerUnavailable:
+        return False
+    return True
+
+
+@contextlib.contextmanager
+def engine_in_use(name: str) -> Iterator[None]:
+    """This process starts its containers on ``name``'s engine (``docker``: the default one,
+    ``podman``: rootless Podman's socket) until the block ends."""
+    if name != "podman":
+        yield
+        return
+    previous = engine_client.current_engine()
+    engine_client.use_engine(podman_engine())
+    try:
+        yield
+    finally:
+        engine_client.use_engine(previous)
 
 
 def pytest_runtest_setup(item: pytest.Item) -> None:
@@ -24,6 +54,11 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
         message = "needs a Docker engine (run `make docker`)"
         if IN_CI:
             pytest.fail(f"CI must run the Docker tests: {message}", pytrace=False)
+        pytest.skip(message)
+    if item.get_closest_marker("podman") and not podman_available():
+        message = "needs rootless Podman's API (run `make podman`)"
+        if IN_CI:
+            pytest.fail(f"CI must run the Podman tests: {message}", pytrace=False)
         pytest.skip(message)
     if item.get_closest_marker("gpu"):
         try:
@@ -48,30 +83,35 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         return
     for item in items:
         name = item.path.name
-        item.add_marker(pytest.mark.xdist_group("engines" if name in ONE_PROCESS
-                                                else str(item.path)))
+        # the Podman tests share one process: a fork bomb's processes count against the
+        # engine's one unprivileged user in every container (see envs/sandbox/features.py)
+        group = ("engines" if name in ONE_PROCESS else
+                 "podman" if item.get_closest_marker("podman") else str(item.path))
+        item.add_marker(pytest.mark.xdist_group(group))
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     """No container this test process made may outlive it."""
     owners.close_all()
-    if not docker_available():
-        return
+    clients = [docker_client()] if docker_available() else []
+    if podman_available():
+        clients.append(make_client(podman_engine()))
     import time
 
-    deadline = time.monotonic() + 20  # grading containers are removed in the background
-    while True:
-        # one listing call: containers removed meanwhile must not break it
-        rows = docker_client().api.containers(
-            all=True, filters={"label": [f"{LABEL_MANAGED}=1", f"{LABEL_PID}={os.getpid()}"]}
-        )
-        mine = [(row.get("Names") or ["?"])[0].lstrip("/") for row in rows]
-        if not mine or time.monotonic() > deadline:
-            break
-        time.sleep(0.5)
-    if mine:
-        print(f"\nLEAK: {len(mine)} containers outlived the tests: {mine[:10]}")
-        session.exitstatus = 1
+    for engine in clients:
+        deadline = time.monotonic() + 20  # grading containers are removed in the background
+        while True:
+            # one listing call: containers removed meanwhile must not break it
+            rows = engine.api.containers(
+                all=True, filters={"label": [f"{LABEL_MANAGED}=1", f"{LABEL_PID}={os.getpid()}"]}
+            )
+            mine = [(row.get("Names") or ["?"])[0].lstrip("/") for row in rows]
+            if not mine or time.monotonic() > deadline:
+                break
+            time.sleep(0.5)
+        if mine:
+            print(f"\nLEAK: {len(mine)} containers outlived the tests: {mine[:10]}")
+            session.exitstatus = 1
 
 
 TOY_FILES = {
@@ -169,6 +209,33 @@ def toy_image(toy_task: Task) -> str:
     from repogym.tasks.images import ensure_image
 
     return ensure_image(toy_task, progress=lambda _m: None).tag
+
+
+@pytest.fixture(scope="module",
+                params=["docker", pytest.param("podman", marks=pytest.mark.podman)])
+def engine(request: pytest.FixtureRequest, toy_task: Task) -> Iterator[str]:
+    """Each test that takes it runs on Docker, then on rootless Podman (the toy task's image
+    copied there from Docker, as the podman backend does)."""
+    if docker_available():
+        request.getfixturevalue("toy_image")  # built once, on Docker: Podman gets a copy
+    with engine_in_use(str(request.param)):
+        from repogym.tasks.images import ensure_image
+
+        ensure_image(toy_task, progress=lambda _m: None)
+        yield str(request.param)
+
+
+@pytest.fixture()
+def on_engine() -> Iterator[Callable[[str], None]]:
+    """``on_engine(name)``: the rest of the test starts its containers on that engine
+    (``docker`` or ``podman``); the process's engine is put back after the test."""
+    stack = contextlib.ExitStack()
+
+    def use(name: str) -> None:
+        stack.enter_context(engine_in_use(name))
+
+    with stack:
+        yield use
 
 
 @pytest.fixture(scope="session")

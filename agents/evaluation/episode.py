@@ -90,7 +90,8 @@ def make_env(config: EvalConfig, tasks: list[Task], model: str | None = None) ->
     record_dir = Path(config.out) / "records" if config.record else None
     return gym.make("repogym/SWE-v0", tasks=tasks, reward=config.reward,
                     max_steps=config.max_steps, max_seconds=config.max_seconds,
-                    record_dir=record_dir, pool_size=config.pool_size, model=model)
+                    record_dir=record_dir, pool_size=config.pool_size, model=model,
+                    sandbox=config.backend)
 
 
 def base_row(task: Task) -> ResultRow:

@@ -37,6 +37,7 @@ from repogym.agents.evaluation.summary import summarize
 from repogym.agents.registry import agent_class, make_agent
 from repogym.envs.grading.rewards import REWARDS
 from repogym.envs.record import versions
+from repogym.envs.sandbox.client import use_engine_of
 from repogym.errors import RepogymError, TaskError
 from repogym.tasks.images import image_tag
 from repogym.tasks.schema import Task
@@ -69,6 +70,7 @@ class EvalConfig:
     ray: str | None = None  # "local", "auto" or a cluster address: run on Ray
     predictions: str | None = None  # grade this SWE-bench predictions file instead of an agent
     model: str | None = None  # only this system's predictions (None: every system, each a run)
+    backend: str | None = None  # the sandbox backend (docker, podman, ...); None: REPOGYM_BACKEND
 
     def __post_init__(self) -> None:
         if not self.suite:
@@ -134,6 +136,8 @@ def run_eval(config: EvalConfig, tasks: list[Task] | None = None,
     out = Path(config.out)
     out.mkdir(parents=True, exist_ok=True)
     _check_same_run(out, config)
+    if config.backend:  # the images this process builds go where the envs run
+        use_engine_of(config.backend)
     done = read_results(out / RESULTS)
     todo = [t for t in tasks if t.instance_id not in done
             or done[t.instance_id].get("error_kind") == "infrastructure"]

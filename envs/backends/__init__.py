@@ -1,6 +1,7 @@
-"""Backends of the env, by name: ``docker`` (real containers, the default) and ``fake`` (a local
-folder and a local test run: no Docker at all, for fast tests of the code above the sandbox;
-it isolates nothing)."""
+"""Backends of the env, by name: ``docker`` (real containers, the default), ``podman`` (the same
+on rootless Podman's Docker-compatible socket), and ``fake`` (a local folder and a local test
+run: no Docker at all, for fast tests of the code above the sandbox; it isolates nothing).
+``REPOGYM_BACKEND`` names the one an env gets when it names none."""
 
 from __future__ import annotations
 
@@ -21,21 +22,33 @@ def _docker(settings: BackendSettings) -> Backend:
     return docker_backend(settings)
 
 
+def _podman(settings: BackendSettings) -> Backend:
+    from repogym.envs.backends.podman import podman_backend
+
+    return podman_backend(settings)
+
+
 def _fake(settings: BackendSettings) -> Backend:
     from repogym.envs.backends.fake import fake_backend
 
     return fake_backend(settings)
 
 
-BACKENDS: dict[str, Callable[[BackendSettings], Backend]] = {"docker": _docker, "fake": _fake}
+BACKENDS: dict[str, Callable[[BackendSettings], Backend]] = {
+    "docker": _docker, "podman": _podman, "fake": _fake}
+
+
+def check_backend(name: str) -> str:
+    """``name`` when it is a backend's; raises ``ValueError`` naming the valid ones."""
+    if name not in BACKENDS:
+        raise ValueError(f"sandbox={name!r}: use one of {sorted(BACKENDS)}")
+    return name
 
 
 def open_backend(name: str, settings: BackendSettings) -> Backend:
     """The backend called ``name``; an unknown name raises ``ValueError`` naming the valid ones."""
-    if name not in BACKENDS:
-        raise ValueError(f"sandbox={name!r}: use one of {sorted(BACKENDS)}")
-    return BACKENDS[name](settings)
+    return BACKENDS[check_backend(name)](settings)
 
 
 __all__ = ["BACKENDS", "Backend", "BackendSettings", "EpisodeGrader", "ImageProvider",
-           "SandboxProvider", "open_backend"]
+           "SandboxProvider", "check_backend", "open_backend"]

@@ -21,7 +21,8 @@ class ImageProvider(Protocol):
 
     def provenance(self, image: BuiltImage) -> dict[str, Any]:
         """What names the image and the engine that runs it, for records: ``image`` (a
-        digest), ``docker_engine`` (a version or None)."""
+        digest), ``docker_engine`` (the engine's version or None), ``engine`` (its kind:
+        ``docker``, ``podman``, or None)."""
         ...
 
 

@@ -10,6 +10,8 @@ from repogym.envs import pooling
 from repogym.envs.backends.base import Backend, BackendSettings
 from repogym.envs.grading.grader import GraderConfig, GradingReport
 from repogym.envs.sandbox.base import Sandbox
+from repogym.envs.sandbox.client import current_engine
+from repogym.envs.sandbox.features import engine_features
 from repogym.envs.sandbox.pool import SandboxPool
 from repogym.envs.sandbox.shared import PoolKey
 from repogym.tasks.images import BuiltImage, ensure_image, image_info, image_tag
@@ -31,10 +33,11 @@ class DockerImages:
     def provenance(self, image: BuiltImage) -> dict[str, Any]:
         from repogym.envs.sandbox.client import docker_client
 
-        out: dict[str, Any] = {"image": None, "docker_engine": None}
+        out: dict[str, Any] = {"image": None, "docker_engine": None, "engine": None}
         try:
             out["image"] = str(image_info(image.tag)["id"])
-            out["docker_engine"] = docker_client().version().get("Version")
+            features = engine_features(docker_client())
+            out["docker_engine"], out["engine"] = features.version, features.kind
         except Exception:  # noqa: BLE001 - a record without them is still a record
             pass
         return out
@@ -58,8 +61,10 @@ class PoolSandboxes:
                                     grader_size=int(s.warm_grader), run_id=s.run_id)
         else:
             self._shared = True
+            engine = current_engine()  # envs on other engines never share containers
             self.pool = pooling.open_pool(PoolKey(s.run_id, s.output_limit, s.reuse_containers,
-                                                  s.warm_grader, s.grader or GraderConfig()))
+                                                  s.warm_grader, s.grader or GraderConfig(),
+                                                  engine.url if engine else None))
         self.grader = pooling.grader_for(self.pool, s.grader)
 
     def acquire(self, image: BuiltImage, returning: Sandbox | None) -> Sandbox:

@@ -48,7 +48,7 @@ class FolderImages:
         return self._built[tag]
 
     def provenance(self, image: BuiltImage) -> dict[str, Any]:
-        return {"image": f"tree:{image.repo_commit}", "docker_engine": None}
+        return {"image": f"tree:{image.repo_commit}", "docker_engine": None, "engine": None}
 
 
 class FolderSandboxes:

@@ -1,7 +1,8 @@
 """The process's Docker client, and the translation of docker-py's errors into ours.
 
-A process runs every container on one engine: the one :func:`use_engine` chose, else the one
-with the most free slots among ``REPOGYM_DOCKER_HOSTS`` (picked on first use), else
+A process runs every container on one engine: the one :func:`use_engine` chose, else rootless
+Podman's socket with ``REPOGYM_BACKEND=podman`` (see :mod:`repogym.envs.sandbox.podman`), else
+the one with the most free slots among ``REPOGYM_DOCKER_HOSTS`` (picked on first use), else
 ``DOCKER_HOST`` or the local socket. See :mod:`repogym.envs.sandbox.engines`.
 """
 
@@ -17,7 +18,9 @@ import docker
 import docker.errors
 import requests.exceptions
 
+from repogym import settings
 from repogym.envs.sandbox import engines
+from repogym.envs.sandbox.podman import podman_engine
 from repogym.errors import DockerUnavailable, SandboxError
 
 # What a call to the engine raises when the engine itself is gone (stopped, restarting):
@@ -45,9 +48,35 @@ def current_engine() -> engines.Engine | None:
     pid = os.getpid()
     with _choose_lock:
         if pid not in _chosen:
-            listed = engines.configured()
-            _chosen[pid] = engines.pick(listed) if listed else None
+            _chosen[pid] = _default_engine()
         return _chosen[pid]
+
+
+def _default_engine() -> engines.Engine | None:
+    if settings.BACKEND.get() == "podman":
+        return podman_engine()
+    listed = engines.configured()
+    return engines.pick(listed) if listed else None
+
+
+def use_engine_of(backend: str) -> None:
+    """Makes this process's engine the one backend ``backend`` runs on: rootless Podman's
+    socket for ``podman``; other backends keep the default. Refused when the process already
+    chose another engine: a process runs its containers on one."""
+    if backend != "podman":
+        return
+    engine = podman_engine()
+    with _choose_lock:
+        if os.getpid() not in _chosen:
+            _chosen[os.getpid()] = engine
+            return
+        current = _chosen[os.getpid()]
+    if current is None or current.url != engine.url:
+        where = current.url if current is not None else "the default Docker engine"
+        raise ValueError(
+            f"sandbox='podman': this process already runs its containers on {where}; a "
+            "process uses one engine. Open Podman envs in another process, or set "
+            "REPOGYM_BACKEND=podman before the first env.")
 
 
 def use_engine(engine: engines.Engine | None) -> None:

@@ -17,7 +17,7 @@ from typing import Any
 import docker.errors
 
 from repogym import settings
-from repogym.envs.sandbox import owners
+from repogym.envs.sandbox import owners, podman
 from repogym.envs.sandbox.base import (
     LABEL_ROLE,
     LABEL_RUN,
@@ -27,6 +27,7 @@ from repogym.envs.sandbox.base import (
 )
 from repogym.envs.sandbox.client import docker_client, engine_errors
 from repogym.envs.sandbox.engines import client_key
+from repogym.envs.sandbox.features import engine_features, limit_options
 from repogym.envs.sandbox.pristine import NO_PRISTINE, fill_script, sources
 from repogym.envs.sandbox.shell import OutputCapture, Shell, ShellDied
 from repogym.envs.sandbox.transport import SocketTransport, exec_with_input, exit_code
@@ -127,8 +128,8 @@ class DockerSandbox:
     def _run_container(self, labels: dict[str, str]) -> Any:
         cfg = self.config
         caps = set(cfg.cap_add) | (set(FILL_CAPS) if self.read_only else set())
-        return self.client.containers.run(
-            cfg.image,
+        features = engine_features(self.client)
+        options = dict(
             command=["sleep", "infinity"],
             name=self.name,
             detach=True,
@@ -139,15 +140,17 @@ class DockerSandbox:
             cap_drop=["ALL"],
             cap_add=sorted(caps) or None,
             security_opt=["no-new-privileges"],
-            mem_limit=cfg.memory,
-            memswap_limit=cfg.memory,
-            nano_cpus=int(cfg.cpus * 1e9),
-            pids_limit=cfg.pids_limit,
+            # the engine's limits where it enforces them, kernel rlimits where it cannot
+            # (rootless Podman without delegated cgroups): see features.py
+            **limit_options(features, cfg.memory, cfg.cpus, cfg.pids_limit),
             read_only=self.read_only,
             tmpfs=self._mounts(),
             environment=dict(cfg.env),
             stop_signal="SIGKILL",
         )
+        if features.kind == "podman":
+            return podman.run_container(self.client, features.version, cfg.image, **options)
+        return self.client.containers.run(cfg.image, **options)
 
     def _mounts(self) -> dict[str, str]:
         mounts = {"/tmp": f"size={self.config.tmpfs_size},mode=1777"}

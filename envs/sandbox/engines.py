@@ -18,8 +18,8 @@ with the most free slots (slots minus the repogym episode containers running the
 process first needs one. An engine that stops answering is taken out for ``RETRY_AFTER``
 seconds. Images move between engines by their tag, which names their content
 (``repogym/repo:<slug>-<hash of the spec>``): an engine that lacks a tag is sent it with
-``docker save`` / ``docker load`` from a listed engine (or one of ``REPOGYM_IMAGE_SOURCES``)
-that has it, so nothing is built twice.
+``docker save`` / ``docker load`` from a listed engine (or one of ``REPOGYM_IMAGE_SOURCES``;
+for a Podman engine, also this machine's Docker engine) that has it, so nothing is built twice.
 """
 
 from __future__ import annotations
@@ -43,7 +43,7 @@ import requests.exceptions
 
 from repogym import settings
 from repogym.envs.sandbox.base import LABEL_MANAGED, LABEL_ROLE
-from repogym.errors import DockerUnavailable, SandboxError
+from repogym.errors import DOCKER_FIX, PODMAN_FIX, DockerUnavailable, SandboxError
 
 HOSTS_VAR = settings.DOCKER_HOSTS.name
 SOURCES_VAR = settings.IMAGE_SOURCES.name
@@ -159,7 +159,9 @@ def make_client(engine: Engine | None, timeout: int | None = None) -> docker.Doc
     except (docker.errors.DockerException, requests.exceptions.RequestException,
             ConnectionError) as exc:
         where = f" at {engine.url}" if engine is not None else ""
-        raise DockerUnavailable(f"engine{where}: {_first_line(exc)}") from exc
+        podman = engine is not None and engine.url.endswith("podman.sock")
+        raise DockerUnavailable(f"engine{where}: {_first_line(exc)}",
+                                fix=PODMAN_FIX if podman else DOCKER_FIX) from exc
     return client
 
 
@@ -288,7 +290,7 @@ def copy_image(tag: str, target: Any, sources: list[Engine] | None = None) -> bo
     copy is checked to have the source's image id. One copy per (engine, tag) at a time on
     this machine.
     """
-    candidates = image_sources() if sources is None else sources
+    candidates = image_sources() + _docker_beside(target) if sources is None else sources
     if not candidates:
         return False
     here = engine_id(target)
@@ -314,6 +316,19 @@ def copy_image(tag: str, target: Any, sources: list[Engine] | None = None) -> bo
             return False
         finally:
             fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+LOCAL_DOCKER = "unix:///var/run/docker.sock"
+
+
+def _docker_beside(target: Any) -> list[Engine]:
+    """This machine's Docker engine, when ``target`` is a Podman engine beside it and no
+    source lists it: Podman gets the images Docker has built instead of building them again."""
+    if not Path(LOCAL_DOCKER[len("unix://"):]).exists() or any(
+            e.url == LOCAL_DOCKER for e in image_sources()):
+        return []
+    names = [str(c.get("Name", "")) for c in target.version().get("Components") or []]
+    return [Engine(LOCAL_DOCKER)] if "Podman Engine" in names else []
 
 
 def _has(client: Any, tag: str) -> bool:

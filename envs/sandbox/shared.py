@@ -33,6 +33,7 @@ class PoolKey:
     reuse: bool = True
     warm_grader: bool = True
     grader: Any = None  # the GraderConfig (frozen, hashable): its containers' limits
+    engine: str | None = None  # the engine's URL (None: the default one)
 
 
 @dataclass

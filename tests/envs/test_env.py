@@ -1,5 +1,5 @@
-"""repogym/SWE-v0 through Gymnasium: the env's contract on both backends (the fake one in the
-fast suite, no Docker needed), and what only real containers show."""
+"""repogym/SWE-v0 through Gymnasium: the env's contract on every backend (the fake one in the
+fast suite, no Docker needed; Docker; rootless Podman), and what only real containers show."""
 
 from __future__ import annotations
 
@@ -26,11 +26,15 @@ FIX = {
 }
 
 
-@pytest.fixture(params=["fake", pytest.param("docker", marks=pytest.mark.docker)])
+@pytest.fixture(params=["fake", pytest.param("docker", marks=pytest.mark.docker),
+                        pytest.param("podman", marks=[pytest.mark.docker, pytest.mark.podman])])
 def sandbox(request: pytest.FixtureRequest) -> str:
-    """Each contract test runs on both backends; the Docker one needs the task's image."""
-    if request.param == "docker":
+    """Each contract test runs on every backend; Docker's and Podman's need the task's image
+    (Podman copies Docker's)."""
+    if request.param != "fake":
         request.getfixturevalue("toy_image")
+    if request.param == "podman":
+        request.getfixturevalue("on_engine")("podman")
     return str(request.param)
 
 
@@ -85,7 +89,8 @@ def test_episode_fix_and_submit(toy_task: Task, sandbox: str, tmp_path: Path) ->
     assert [e["event"] for e in events] == ["reset"] + ["step"] * 5 + ["end"]
     assert events[3]["info"]["action_error"] and events[-1]["reward_components"] == comps
     assert events[-1]["versions"]["repogym"] and events[-1]["versions"]["image"]
-    assert bool(events[-1]["versions"]["docker_engine"]) == (sandbox == "docker")
+    assert bool(events[-1]["versions"]["docker_engine"]) == (sandbox != "fake")
+    assert events[-1]["versions"]["engine"] == (None if sandbox == "fake" else sandbox)
     assert events[-1]["grading"]["resolved"] is True
 
 

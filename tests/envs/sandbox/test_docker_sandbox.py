@@ -1,4 +1,5 @@
-"""The Docker sandbox against a real engine: isolation, limits, the shell, files, cleanup."""
+"""The Docker sandbox against a real engine, Docker and rootless Podman (the ``engine``
+fixture): isolation, limits, the shell, files, cleanup."""
 
 from __future__ import annotations
 
@@ -11,15 +12,23 @@ from pathlib import Path
 import pytest
 
 from repogym.envs.sandbox import owners
-from repogym.envs.sandbox.base import LABEL_HOST, LABEL_MANAGED, LABEL_PID, LABEL_RUN, SandboxConfig
+from repogym.envs.sandbox.base import (
+    LABEL_HOST,
+    LABEL_MANAGED,
+    LABEL_PID,
+    LABEL_RUN,
+    SandboxConfig,
+    parse_size,
+)
 from repogym.envs.sandbox.client import docker_client
 from repogym.envs.sandbox.docker import DockerSandbox
+from repogym.envs.sandbox.features import NPROC_FLOOR, engine_features
 
 pytestmark = pytest.mark.docker
 
 
 @pytest.fixture(scope="module")
-def box(toy_image: str):
+def box(engine: str, toy_image: str):
     sandbox = DockerSandbox(SandboxConfig(image=toy_image, run_id="test-sandbox"))
     yield sandbox
     sandbox.close()
@@ -107,16 +116,35 @@ def test_files_copy_and_diff(box: DockerSandbox, toy_task, tmp_path: Path) -> No
 def test_limits_and_labels(box: DockerSandbox) -> None:
     attrs = docker_client().api.inspect_container(box.container.id)
     host = attrs["HostConfig"]
-    assert host["CapDrop"] == ["ALL"] and "no-new-privileges" in host["SecurityOpt"][0]
-    assert host["NetworkMode"] == "none" and host["PidsLimit"] == 256
-    assert host["Memory"] > 0 and host["NanoCpus"] > 0
+    assert "no-new-privileges" in host["SecurityOpt"][0]
+    assert host["NetworkMode"] == "none"
+    features = engine_features(docker_client())
+    rlimits = {u["Name"].removeprefix("RLIMIT_").lower(): u["Hard"]
+               for u in host.get("Ulimits") or []}
+    # each limit is the engine's where it enforces it, the kernel's rlimit where it does not
+    if "pids" in features.limits:
+        assert host["PidsLimit"] == 256
+    else:
+        assert rlimits["nproc"] == NPROC_FLOOR
+    if "memory" in features.limits:
+        assert host["Memory"] == parse_size("2g")
+    else:
+        assert rlimits["data"] == parse_size("2g")
+    assert ("cpu" not in features.limits) or host["NanoCpus"] > 0
+    # what the processes get: no capability, no new privileges, the stand-in rlimits
+    status = box.run("grep -E '^(CapEff|CapBnd|NoNewPrivs)' /proc/self/status").output
+    assert "CapEff:\t0000000000000000" in status and "NoNewPrivs:\t1" in status
+    limits = box.run("cat /proc/self/limits").output
+    for name, row in (("nproc", "Max processes"), ("data", "Max data size")):
+        if name in rlimits:
+            assert f"{row}" in limits and str(rlimits[name]) in limits.split(row)[1][:40]
     labels = attrs["Config"]["Labels"]
     assert labels[LABEL_RUN] == "test-sandbox" and labels[LABEL_PID] == str(os.getpid())
     assert labels[LABEL_HOST] == socket.gethostname()
     assert box.name.startswith("repogym-test-sandbox-")
 
 
-def test_close_removes_the_container_and_is_idempotent(toy_image: str) -> None:
+def test_close_removes_the_container_and_is_idempotent(engine: str, toy_image: str) -> None:
     sandbox = DockerSandbox(SandboxConfig(image=toy_image))
     cid = sandbox.container.id
     sandbox.close()
@@ -124,7 +152,7 @@ def test_close_removes_the_container_and_is_idempotent(toy_image: str) -> None:
     assert not docker_client().api.containers(all=True, filters={"id": cid})
 
 
-def test_cleanup_removes_dead_owners_only(toy_image: str) -> None:
+def test_cleanup_removes_dead_owners_only(engine: str, toy_image: str) -> None:
     client = docker_client()
     dead = client.containers.create(toy_image, ["sleep", "1"], name="repogym-deadowner-x",
                                     labels={LABEL_MANAGED: "1", LABEL_HOST: socket.gethostname(),

@@ -1,0 +1,144 @@
+"""What an engine is and which per-container limits it enforces, and what stands in for the
+ones it cannot.
+
+Docker and Podman answer the same API, but rootless Podman can only limit what the kernel
+delegated to its user: with cgroup v1, or cgroup v2 without delegated controllers, memory,
+CPU and process limits are accepted and then ignored (a warning in the create response).
+Passing them is then worse than useless (on cgroup v2 a controller that is missing fails the
+start), so a container gets the engine's own limits only where the engine enforces them, and
+resource limits of the kernel (``setrlimit``) where it does not:
+
+- processes: ``RLIMIT_NPROC``, which the kernel counts per user over all of that user's
+  processes (in rootless Podman every container shares one user namespace, so it bounds the
+  unprivileged user of all the engine's containers together, not of one container);
+- memory: ``RLIMIT_DATA`` (a process's private writable memory), per process, not per
+  container; the tmpfs mounts keep their sizes either way;
+- CPU: nothing stands in; the container may use every core.
+
+See docs/backends.md for the whole comparison.
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass, field
+from typing import Any
+
+import docker.types
+
+from repogym.envs.sandbox.base import parse_size
+from repogym.envs.sandbox.engines import client_key
+
+LIMITS = ("memory", "cpu", "pids")
+# RLIMIT_NPROC counts every process of the user in the engine, so a container's own
+# pids_limit would be shared by all of them: the bound is the largest container's (the
+# grader's) at least, enough for every container together and still far from the host's
+NPROC_FLOOR = 1024
+
+
+@dataclass(frozen=True)
+class EngineFeatures:
+    """One engine: its kind and version, whether it runs rootless, and which limits hold."""
+
+    kind: str  # "docker" or "podman"
+    version: str
+    rootless: bool = False
+    runtime: str = ""
+    cgroup_version: str = ""
+    limits: frozenset[str] = field(default_factory=lambda: frozenset(LIMITS))
+
+    @property
+    def missing(self) -> tuple[str, ...]:
+        """The limits the engine cannot enforce, in :data:`LIMITS` order."""
+        return tuple(name for name in LIMITS if name not in self.limits)
+
+    def describe(self) -> str:
+        """One line for `repogym doctor`: the engine, and how each limit holds."""
+        mode = "rootless" if self.rootless else "rootful"
+        held = ", ".join(name for name in LIMITS if name in self.limits) or "none"
+        text = (f"{self.kind.capitalize()} {self.version} ({mode}, runtime {self.runtime or '?'}"
+                f", cgroup v{self.cgroup_version or '?'}; limits it enforces: {held}")
+        if self.missing:
+            text += "; instead " + ", ".join(f"{name}: {STAND_INS[name]}"
+                                             for name in self.missing)
+        return text + ")"
+
+    def as_json(self) -> dict[str, Any]:
+        return {"kind": self.kind, "version": self.version, "rootless": self.rootless,
+                "runtime": self.runtime, "cgroup_version": self.cgroup_version,
+                "limits": [name for name in LIMITS if name in self.limits],
+                "stand_ins": {name: STAND_INS[name] for name in self.missing}}
+
+
+STAND_INS = {"pids": "RLIMIT_NPROC over the engine's unprivileged user",
+             "memory": "RLIMIT_DATA per process", "cpu": "none"}
+_cache: dict[str, EngineFeatures] = {}
+_lock = threading.Lock()
+
+
+def engine_features(client: Any) -> EngineFeatures:
+    """The features of ``client``'s engine, asked once per engine and process."""
+    key = client_key(client)
+    with _lock:
+        if key in _cache:
+            return _cache[key]
+    found = _detect(client)
+    with _lock:
+        _cache[key] = found
+    return found
+
+
+def _detect(client: Any) -> EngineFeatures:
+    version = client.version()
+    names = {str(c.get("Name", "")): c for c in version.get("Components") or []}
+    podman = names.get("Podman Engine")
+    if podman is not None:
+        return _podman(client, str(podman.get("Version") or version.get("Version") or ""),
+                       str((podman.get("Details") or {}).get("APIVersion") or ""))
+    info = client.info()
+    security = " ".join(info.get("SecurityOptions") or [])
+    held = {"memory": info.get("MemoryLimit", True), "cpu": info.get("CpuCfsQuota", True),
+            "pids": info.get("PidsLimit", True)}
+    return EngineFeatures("docker", str(version.get("Version") or ""),
+                          rootless="name=rootless" in security,
+                          runtime=str(info.get("DefaultRuntime") or ""),
+                          cgroup_version=str(info.get("CgroupVersion") or ""),
+                          limits=frozenset(k for k, v in held.items() if v))
+
+
+def _podman(client: Any, version: str, api: str) -> EngineFeatures:
+    """Podman's compatible /info claims every limit; its own /libpod/info names the cgroup
+    controllers the engine may really use (none for rootless on cgroup v1)."""
+    api_client = client.api
+    response = api_client._get(f"{api_client.base_url}/v{api or '4.0.0'}/libpod/info")
+    api_client._raise_for_status(response)
+    host = response.json().get("host") or {}
+    controllers = set(host.get("cgroupControllers") or [])
+    rootless = bool((host.get("security") or {}).get("rootless"))
+    return EngineFeatures("podman", version, rootless=rootless,
+                          runtime=str((host.get("ociRuntime") or {}).get("name") or ""),
+                          cgroup_version=str(host.get("cgroupVersion") or "").lstrip("v"),
+                          limits=frozenset(name for name in LIMITS if name in controllers))
+
+
+def limit_options(features: EngineFeatures, memory: str, cpus: float, pids_limit: int
+                  ) -> dict[str, Any]:
+    """docker-py's ``containers.run`` arguments for the limits: the engine's where it enforces
+    them, kernel resource limits where it does not (see the module's docstring)."""
+    options: dict[str, Any] = {}
+    ulimits = []
+    if "memory" in features.limits:
+        options.update(mem_limit=memory, memswap_limit=memory)
+    else:
+        size = parse_size(memory)
+        ulimits.append(docker.types.Ulimit(name="data", soft=size, hard=size))
+    if "cpu" in features.limits:
+        options["nano_cpus"] = int(cpus * 1e9)
+    if "pids" in features.limits:
+        options["pids_limit"] = pids_limit
+    else:
+        nproc = max(pids_limit, NPROC_FLOOR)
+        ulimits.append(docker.types.Ulimit(name="nproc", soft=nproc, hard=nproc))
+    if ulimits:
+        options["ulimits"] = ulimits
+    return options
