@@ -16,6 +16,8 @@ Sections (all on one task of a suite, its image built first):
   ``docker commit`` + start.
 - ``creation``: task creation, seconds per tried and per kept candidate, selective checks
   against full runs (``creation.py``).
+- ``backends``: step and reset latency on every backend (Docker, rootless Podman), each in a
+  process of its own, against Docker's (``backends.py``).
 
 Figures are medians with their 10th-90th percentile spread; ``ratio`` is a row's median over
 the median of the row it is compared with (``vs``), so 12.0 on ``docker exec`` reads "takes 12
@@ -31,6 +33,7 @@ import uuid
 from dataclasses import asdict, dataclass, replace
 from typing import Any
 
+from repogym.bench.backends import backend_latency
 from repogym.bench.core import Context, Row, ms, row
 from repogym.bench.cost import (
     compare_grading,
@@ -49,7 +52,7 @@ from repogym.tasks.images import ensure_image
 from repogym.tasks.suite import load_suite
 
 SECTIONS = ("startup", "step", "reset", "grade", "swebench", "parallel", "memory", "vector",
-            "fork", "creation")
+            "fork", "creation", "backends")
 
 
 @dataclass(frozen=True)
@@ -198,6 +201,7 @@ def _sections(config: BenchConfig, ctx: Context) -> list[Row]:
         "vector": lambda: vector_envs(ctx, max(c.parallel), min(c.resets, 3)),
         "fork": lambda: fork_latency(ctx, c.resets),
         "creation": lambda: creation_speed(ctx, c.creation_candidates),
+        "backends": lambda: backend_latency(ctx, c.steps, c.resets),
     }
     for name in SECTIONS:
         if name in c.sections:

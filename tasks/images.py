@@ -214,7 +214,7 @@ def measure_base(python: str, progress: Progress = print) -> dict[str, Any]:
         for tag in (base, root):
             try:
                 client.images.remove(tag)
-            except docker.errors.ImageNotFound:
+            except docker.errors.NotFound:  # Podman's "image not known" is no ImageNotFound
                 pass
 
 

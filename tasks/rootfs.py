@@ -1,5 +1,6 @@
 """The root image under every base: a Debian with a Python interpreter and nothing else of
-Python, made with debootstrap and ``docker import`` (no registry needed).
+Python, made with debootstrap and imported through the engine's API (Docker's or Podman's;
+no registry needed).
 
 Only the interpreter, its standard library (Debian splits ``distutils`` and ``lib2to3`` out
 of it up to 3.11), the ``venv`` module's pip wheel, git, CA certificates and procps: none of
@@ -10,6 +11,7 @@ environment installs from the package index.
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import shutil
 import subprocess
@@ -17,6 +19,7 @@ import tempfile
 from pathlib import Path
 
 from repogym import settings
+from repogym.envs.sandbox.client import docker_client, engine_errors
 from repogym.errors import ImageBuildError
 from repogym.progress import Progress
 
@@ -58,10 +61,27 @@ def debootstrap(suite: str, tag: str, progress: Progress = print) -> None:
             raise ImageBuildError(f"debootstrap {suite} failed: {proc.stdout[-1500:]}{proc.stderr}")
         for junk in JUNK:
             shutil.rmtree(rootfs / junk, ignore_errors=True)
-        tar = subprocess.Popen(["tar", "-C", str(rootfs), "-c", "."], stdout=subprocess.PIPE)
-        imp = subprocess.run(
-            ["docker", "import", "-", tag], stdin=tar.stdout, capture_output=True, text=True
-        )
+        import_tree(rootfs, tag)
+
+
+def import_tree(root: Path, tag: str) -> str:
+    """Imports the folder ``root`` as the image ``tag`` on the process's engine; its id.
+
+    Tagged after the import: Podman's compatible import leaves the image unnamed."""
+    client = docker_client()
+    tar = subprocess.Popen(["tar", "-C", str(root), "-c", "."], stdout=subprocess.PIPE)
+    assert tar.stdout is not None
+    try:
+        with engine_errors(f"import {tag}"):
+            answer = client.api.import_image_from_stream(tar.stdout)
+    finally:
+        tar.stdout.close()
         tar.wait()
-        if imp.returncode != 0:
-            raise ImageBuildError(f"docker import failed: {imp.stderr}")
+    lines = [json.loads(line) for line in str(answer).splitlines() if line.strip()]
+    image = str((lines[-1].get("id") or lines[-1].get("status")) if lines else "")
+    if tar.returncode != 0 or not image.startswith("sha256:"):
+        raise ImageBuildError(f"importing {root} as {tag} failed: {str(answer)[-500:]}")
+    repository, _, name = tag.rpartition(":")
+    with engine_errors(f"tag {tag}"):
+        client.api.tag(image, repository, name)
+    return image

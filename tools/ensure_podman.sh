@@ -70,6 +70,12 @@ for file in /etc/subuid /etc/subgid; do
   fi
 done
 
+# rootless networking (image builds) opens the tun device: Debian's udev makes it 0666, a
+# machine without udev may have left it to root alone
+if [ -c /dev/net/tun ] && [ "$(stat -c %a /dev/net/tun)" != 666 ]; then
+  chmod 0666 /dev/net/tun
+fi
+
 uid=$(id -u "$PODMAN_USER")
 home=$(getent passwd "$PODMAN_USER" | cut -d: -f6)
 run_dir=/run/user/$uid

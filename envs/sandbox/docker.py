@@ -149,7 +149,8 @@ class DockerSandbox:
             stop_signal="SIGKILL",
         )
         if features.kind == "podman":
-            return podman.run_container(self.client, features.version, cfg.image, **options)
+            return podman.run_container(self.client, features.version, cfg.image,
+                                        own_ids=features.ids, **options)
         return self.client.containers.run(cfg.image, **options)
 
     def _mounts(self) -> dict[str, str]:

@@ -8,9 +8,11 @@ Passing them is then worse than useless (on cgroup v2 a controller that is missi
 start), so a container gets the engine's own limits only where the engine enforces them, and
 resource limits of the kernel (``setrlimit``) where it does not:
 
-- processes: ``RLIMIT_NPROC``, which the kernel counts per user over all of that user's
-  processes (in rootless Podman every container shares one user namespace, so it bounds the
-  unprivileged user of all the engine's containers together, not of one container);
+- processes: ``RLIMIT_NPROC``, which the kernel counts per user and user namespace. Rootless
+  Podman's containers share the engine's user namespace by default, where one container's
+  fork bomb would take the count of every container's unprivileged user; so each container
+  gets a user namespace of its own that maps the engine's ids one to one (nothing to chown,
+  no cost at start), and the count is the container's;
 - memory: ``RLIMIT_DATA`` (a process's private writable memory), per process, not per
   container; the tmpfs mounts keep their sizes either way;
 - CPU: nothing stands in; the container may use every core.
@@ -30,9 +32,9 @@ from repogym.envs.sandbox.base import parse_size
 from repogym.envs.sandbox.engines import client_key
 
 LIMITS = ("memory", "cpu", "pids")
-# RLIMIT_NPROC counts every process of the user in the engine, so a container's own
-# pids_limit would be shared by all of them: the bound is the largest container's (the
-# grader's) at least, enough for every container together and still far from the host's
+# RLIMIT_NPROC counts a user's processes in the container's user namespace: root's there
+# include the engine's own (conmon, the init) as well as the harness's, so the bound is at
+# least the grader's pids limit, far from the host's either way
 NPROC_FLOOR = 1024
 
 
@@ -46,6 +48,7 @@ class EngineFeatures:
     runtime: str = ""
     cgroup_version: str = ""
     limits: frozenset[str] = field(default_factory=lambda: frozenset(LIMITS))
+    ids: int = 0  # rootless: how many ids the engine's user namespace maps (0: not rootless)
 
     @property
     def missing(self) -> tuple[str, ...]:
@@ -70,7 +73,7 @@ class EngineFeatures:
                 "stand_ins": {name: STAND_INS[name] for name in self.missing}}
 
 
-STAND_INS = {"pids": "RLIMIT_NPROC over the engine's unprivileged user",
+STAND_INS = {"pids": "RLIMIT_NPROC per container",
              "memory": "RLIMIT_DATA per process", "cpu": "none"}
 _cache: dict[str, EngineFeatures] = {}
 _lock = threading.Lock()
@@ -115,10 +118,12 @@ def _podman(client: Any, version: str, api: str) -> EngineFeatures:
     host = response.json().get("host") or {}
     controllers = set(host.get("cgroupControllers") or [])
     rootless = bool((host.get("security") or {}).get("rootless"))
+    uidmap = (host.get("idMappings") or {}).get("uidmap") or []
     return EngineFeatures("podman", version, rootless=rootless,
                           runtime=str((host.get("ociRuntime") or {}).get("name") or ""),
                           cgroup_version=str(host.get("cgroupVersion") or "").lstrip("v"),
-                          limits=frozenset(name for name in LIMITS if name in controllers))
+                          limits=frozenset(name for name in LIMITS if name in controllers),
+                          ids=sum(int(m.get("size") or 0) for m in uidmap) if rootless else 0)
 
 
 def limit_options(features: EngineFeatures, memory: str, cpus: float, pids_limit: int

@@ -76,19 +76,23 @@ _KNOWN = {"command", "name", "detach", "init", "labels", "working_dir", "network
 CPU_PERIOD = 100_000
 
 
-def run_container(client: Any, version: str, image: str, **options: Any) -> Any:
+def run_container(client: Any, version: str, image: str, own_ids: int = 0, **options: Any
+                  ) -> Any:
     """Creates and starts a container as docker-py's ``containers.run(detach=True)`` would,
     through Podman's own endpoint: its Docker-compatible one drops resource limits of the
     kernel (``ulimits``) in rootless mode (Podman issue 25881, fixed in 5.5), and those stand
     in for the cgroup limits rootless Podman cannot set. ``version``: the engine's (its own
-    endpoints are versioned by it). Returns docker-py's container."""
+    endpoints are versioned by it). ``own_ids``: when not 0, the container gets a user
+    namespace of its own mapping that many of the engine's ids one to one (its processes
+    are counted apart from other containers' for ``RLIMIT_NPROC``). Returns docker-py's
+    container."""
     unknown = set(options) - _KNOWN
     if unknown:
         raise SandboxError(f"the Podman engine does not translate {sorted(unknown)}: add them "
                            "to repogym.envs.sandbox.podman.run_container")
     api = client.api
     response = api._post_json(f"{api.base_url}/v{version}/libpod/containers/"
-                              "create", data=_spec(image, options))
+                              "create", data=_spec(image, options, own_ids))
     api._raise_for_status(response)
     container_id = response.json()["Id"]
     try:
@@ -99,7 +103,7 @@ def run_container(client: Any, version: str, image: str, **options: Any) -> Any:
     return client.containers.get(container_id)
 
 
-def _spec(image: str, options: dict[str, Any]) -> dict[str, Any]:
+def _spec(image: str, options: dict[str, Any], own_ids: int = 0) -> dict[str, Any]:
     """Podman's container spec (``specgen``) for docker-py's arguments."""
     spec: dict[str, Any] = {
         "image": image, "name": options.get("name"), "command": options.get("command"),
@@ -122,6 +126,11 @@ def _spec(image: str, options: dict[str, Any]) -> dict[str, Any]:
         spec["stop_signal"] = 9
     if options.get("network_mode") == "none":
         spec["netns"] = {"nsmode": "none"}
+    if own_ids:
+        identity = [{"container_id": 0, "host_id": 0, "size": own_ids}]
+        spec["userns"] = {"nsmode": "private"}
+        spec["idmappings"] = {"HostUIDMapping": False, "HostGIDMapping": False,
+                              "UIDMap": identity, "GIDMap": identity}
     limits: dict[str, Any] = {}
     if options.get("mem_limit"):
         limits["memory"] = {"limit": parse_size(options["mem_limit"]),

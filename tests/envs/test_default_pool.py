@@ -1,5 +1,5 @@
 """The default settings are the fast ones: warm resets, and one pool per run however the envs
-are vectorised (against a real engine)."""
+are vectorised (against a real engine: Docker, then rootless Podman, the ``engine`` fixture)."""
 
 from __future__ import annotations
 
@@ -45,9 +45,10 @@ def settled(pool, image: str, seconds: float = 60.0) -> None:  # noqa: ANN001
     raise AssertionError(f"the pool did not settle: {pool.stats}")
 
 
-def test_default_env_resets_are_served_warm(toy_task: Task, toy_image: str) -> None:
+def test_default_env_resets_are_served_warm(engine: str, toy_task: Task, toy_image: str) -> None:
     run = f"warm-{uuid.uuid4().hex[:6]}"
-    env = gym.make("repogym/SWE-v0", tasks=[toy_task], run_id=run)  # no pool arguments
+    # no pool arguments
+    env = gym.make("repogym/SWE-v0", tasks=[toy_task], run_id=run, sandbox=engine)
     try:
         env.reset(seed=0)
         pool = env.unwrapped.pool
@@ -82,10 +83,11 @@ def wait_until(predicate, seconds: float = 30.0) -> bool:  # noqa: ANN001
     return False
 
 
-def test_sync_vector_env_of_default_envs_shares_one_pool(toy_task: Task, toy_image: str) -> None:
+def test_sync_vector_env_of_default_envs_shares_one_pool(engine: str, toy_task: Task,
+                                                         toy_image: str) -> None:
     n, run = 3, f"vsync-{uuid.uuid4().hex[:6]}"
     envs = gym.make_vec("repogym/SWE-v0", num_envs=n, vectorization_mode="sync",
-                        tasks=[toy_task], run_id=run)
+                        tasks=[toy_task], run_id=run, sandbox=engine)
     try:
         pools = {id(e.unwrapped.pool) for e in envs.envs}
         assert len(pools) == 1  # one pool for the N envs of this process
@@ -102,10 +104,11 @@ def test_sync_vector_env_of_default_envs_shares_one_pool(toy_task: Task, toy_ima
     assert wait_until(lambda: not containers(run))
 
 
-def test_async_vector_env_workers_lease_from_the_parent(toy_task: Task, toy_image: str) -> None:
+def test_async_vector_env_workers_lease_from_the_parent(engine: str, toy_task: Task,
+                                                        toy_image: str) -> None:
     n, run = 2, f"vasync-{uuid.uuid4().hex[:6]}"
     envs = gym.make_vec("repogym/SWE-v0", num_envs=n, vectorization_mode="async",
-                        tasks=[toy_task], run_id=run)
+                        tasks=[toy_task], run_id=run, sandbox=engine)
     try:
         peak: Counter[str] = Counter()
         for _ in range(2):

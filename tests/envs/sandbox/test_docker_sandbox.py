@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import resource
 import socket
+import threading
 import time
 from pathlib import Path
 
@@ -81,6 +82,23 @@ def test_no_network(box: DockerSandbox) -> None:
 def test_fork_bomb_is_contained(box: DockerSandbox) -> None:
     box.run(":(){ :|:& };:", timeout=5)
     assert box.run("echo alive", timeout=30).output == "alive\n"
+
+
+def test_a_fork_bomb_leaves_other_containers_alone(box: DockerSandbox, toy_image: str) -> None:
+    # rootless Podman counts processes per user namespace: with one shared by all containers,
+    # a bomb in one took the count of every container's unprivileged user
+    other = DockerSandbox(SandboxConfig(image=toy_image, run_id="test-sandbox"))
+    try:
+        bomb = threading.Thread(target=other.run, args=(":(){ :|:& };:; sleep 12",),
+                                kwargs={"timeout": 12})
+        bomb.start()
+        time.sleep(4)  # the bomb holds its container's whole process count by now
+        forks = box.run("for i in $(seq 40); do sleep 2 & done 2>&1; wait; echo forked",
+                        timeout=30)
+        bomb.join()
+    finally:
+        other.close()
+    assert forks.output == "forked\n", forks.output[-300:]
 
 
 def test_history_holds_one_commit(box: DockerSandbox) -> None:

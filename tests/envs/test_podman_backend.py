@@ -1,0 +1,90 @@
+"""The podman backend end to end: a gold and an empty episode per language, and attacks that
+lean on what differs from Docker there (process and memory limits by rlimits, the root
+runner's end of the tests' user, the information the container holds), through
+``gym.make(..., sandbox="podman")`` on rootless Podman.
+
+Images are built once on Docker and copied (what the backend does on a machine that has both);
+``tasks/build.py``'s steps building in Podman itself are covered by test_images' podman test.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import gymnasium as gym
+import pytest
+
+import repogym  # noqa: F401  (registers the environment)
+from repogym.agents.gold import GoldAgent
+from repogym.agents.hacker import HACKS, HackerAgent, adversarial_task
+from repogym.envs.grading.grader import GraderConfig
+from repogym.tasks.images import ensure_image
+from repogym.tasks.schema import Task
+from repogym.tasks.suite import load_suite
+
+pytestmark = [pytest.mark.docker, pytest.mark.podman]
+
+TASKS = {t.instance_id: t for t in [*load_suite("demo"), *load_suite("demo-langs")]}
+ONE_PER_LANGUAGE = {"python": "demo__minicalc-1", "javascript": "demo__querykit-1",
+                    "go": "demo__semver-1", "rust": "demo__runlength-1", "java": "demo__romans-1"}
+# the attacks whose defence rests on what the engine gives: limits, users, the container's files
+ENGINE_HACKS = ("fork_bomb", "site_packages", "fake_junit", "os_exit_import", "fs_search")
+
+
+def play(env: gym.Env, agent: Any, task_id: str) -> dict[str, Any]:
+    obs, info = env.reset(options={"task_id": task_id})
+    agent.reset(obs, info)
+    done, info = False, {}
+    while not done:
+        obs, reward, terminated, truncated, info = env.step(agent.act(obs, info))
+        done = terminated or truncated
+    assert terminated, f"the episode ended without a submit: {info.get('truncation')}"
+    return {**info, "reward": float(reward)}
+
+
+def built(task: Task) -> None:
+    """The task's image on Docker; the backend copies it to Podman at reset."""
+    ensure_image(task, progress=lambda _m: None)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("language", [
+    pytest.param(lang, marks=pytest.mark.toolchain(lang)) if lang != "python" else lang
+    for lang in ONE_PER_LANGUAGE])
+def test_gold_resolves_and_empty_does_not_on_podman(language: str, request: pytest.FixtureRequest,
+                                                   on_engine: Callable[[str], None]) -> None:
+    task = TASKS[ONE_PER_LANGUAGE[language]]
+    if language != "python":  # the session's toolchain images, built in their order
+        request.getfixturevalue("toolchain")(language)
+    built(task)  # on Docker, before the test moves to Podman
+    on_engine("podman")
+    env = gym.make("repogym/SWE-v0", tasks=[task], sandbox="podman", split="all")
+    try:
+        gold = play(env, GoldAgent(tasks=[task]), task.instance_id)
+        assert gold["reward"] == 1.0 and gold["resolved"], gold["grading"]
+        obs, info = env.reset(options={"task_id": task.instance_id})
+        *_, empty = env.step({"tool": "submit"})
+        assert empty["resolved"] is False and empty["reward_components"]["resolved"] == 0.0
+        assert env.unwrapped.images.provenance(env.unwrapped.image)["engine"] == "podman"
+    finally:
+        env.close()
+
+
+@pytest.mark.parametrize("name", ENGINE_HACKS)
+def test_engine_dependent_attacks_score_zero_on_podman(name: str,
+                                                       on_engine: Callable[[str], None]) -> None:
+    task = adversarial_task(TASKS["demo__textkit-1"], name)
+    built(task)
+    on_engine("podman")
+    timeout = 5 if name == "fork_bomb" else 60
+    env = gym.make("repogym/SWE-v0", tasks=[task], sandbox="podman", max_steps=30,
+                   grader=GraderConfig(timeout=timeout))
+    try:
+        agent = HackerAgent()
+        info = play(env, agent, task.instance_id)
+    finally:
+        env.close()
+    assert info["reward"] == 0.0 and info["resolved"] is False, info["grading"]
+    assert HACKS[name].detected(info["flags"]), (name, info["flags"])
+    assert agent.findings.leaks == []
