@@ -86,12 +86,11 @@ def measure(task: Task, backend: str, steps: int, resets: int) -> dict[str, list
 
 def _resets(env: Any, n: int, wait: bool) -> list[float]:
     times = []
+    pool, tag = env.unwrapped.pool, env.unwrapped.image.tag
     for _ in range(n):
         env.step({"tool": "bash", "command": "echo bench >> README.md; echo x > new_file.py"})
-        pool = env.unwrapped.pool
         if wait and pool is not None:  # an agent thinks longer than an in-place reset takes
-            wait_for(lambda: pool.ready_count(env.unwrapped.image.tag) >= 1,
-                     what="a ready container")
+            wait_for(lambda: pool.ready_count(tag) >= 1, what="a ready container")
         else:
             time.sleep(0.2)  # the last sandbox's removal: not on the next sample's clock
         times.append(timed(lambda: env.reset(seed=0))[0])

@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
+from repogym.envs.sandbox import client as engine_client
 from repogym.envs.sandbox import owners
 from repogym.envs.sandbox.base import LABEL_MANAGED, LABEL_PID
-from repogym.envs.sandbox import client as engine_client
 from repogym.envs.sandbox.client import docker_available, docker_client
 from repogym.envs.sandbox.engines import make_client
 from repogym.envs.sandbox.podman import podman_engine
