@@ -207,8 +207,9 @@ def test_bash_output_exit_code_and_per_call_timeout(toy_task: Task, sandbox: str
 
 
 def test_unknown_sandbox_names_the_backends(toy_task: Task) -> None:
-    with pytest.raises(ValueError, match=r"sandbox='podman': use one of \['docker', 'fake'\]"):
-        gym.make("repogym/SWE-v0", tasks=[toy_task], sandbox="podman")
+    with pytest.raises(ValueError,
+                       match=r"sandbox='kubernetes': use one of \['docker', 'fake', 'podman'\]"):
+        gym.make("repogym/SWE-v0", tasks=[toy_task], sandbox="kubernetes")
 
 
 # Runs in a process whose Docker engine is a socket nobody listens on, and in which making a
