@@ -47,6 +47,9 @@ class GraderConfig:
     canaries: bool = True
     disguise: bool = True  # hidden tests under random names, then a decoy run (see blind.py)
     decoy_p2p: int = 3  # PASS_TO_PASS tests drawn at random into each grade's decoys
+    # the decoy run collects while the test run goes on (in the second waiting pytest); off:
+    # it runs whole after the test run, in that process or a new one
+    decoy_overlap: bool = True
     reporter: bool = True  # results over a signed pipe, the equality check (reporter.py)
     cleanup_async: bool = True
 

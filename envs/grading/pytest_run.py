@@ -208,8 +208,9 @@ class PytestRun:
     def _overlap(self) -> bool:
         """Whether the decoy run goes with the test run: both in pytest imported ahead of
         time, each with its own reporter channel, and the hidden tests disguised."""
+        config = self.grader.config
         return (self.spare is not None and bool(self.channels) and not self.only
-                and self.grader.config.disguise and self.grader.config.canaries
+                and config.disguise and config.canaries and config.decoy_overlap
                 and self.box.pytest is not None
                 and pytest_argv(self.task.environment.test_cmd) is not None)
 
@@ -332,15 +333,25 @@ class PytestRun:
         stop = self.channels[1].stop_script() if self.channels and self.overlap else ""
         if not self.channels or not active or timed_out:
             return after + stop
-        if self.decoy is None or self.spare is None or self.spare.pid is None:
-            # the decoy run comes after the test run, in a new process: its channel now
-            return after + stop + self.channels[2 if self.overlap else 1].start_script()
-        # the same process as before the tests, or none (and the decoy run anew)
-        return after + (
-            _start_time(self.spare.pid, "__rg_now")
-            + f'if [ -n "$__rg_now" ] && [ "$__rg_now" = "{self.spare_start}" ]; then '
-            f"echo __RG_SPARE_OK; else kill -9 {self.spare.pid} 2>/dev/null\n"
-            + self.channels[1].stop_script() + self.channels[2].start_script() + "fi\n")
+        if self.overlap and self.decoy is not None and self.spare is not None:
+            # the same process as before the tests, or none (and the decoy run anew)
+            return after + (
+                self._spare_check() + "then echo __RG_SPARE_OK; else "
+                f"kill -9 {self.spare.pid} 2>/dev/null\n"
+                + self.channels[1].stop_script() + self.channels[2].start_script() + "fi\n")
+        # the decoy run comes after the test run: its channel now, and in the spare (the same
+        # process as before the tests) or a new process
+        after += stop + self.channels[2 if self.overlap else 1].start_script()
+        if not self.overlap and self.spare is not None:
+            after += (self._spare_check() + "then echo __RG_SPARE_OK; else "
+                      f"kill -9 {self.spare.pid} 2>/dev/null; fi\n")
+        return after
+
+    def _spare_check(self) -> str:
+        """The start of a shell ``if``: the spare is the process that waited before staging."""
+        assert self.spare is not None and self.spare.pid is not None
+        return (_start_time(self.spare.pid, "__rg_now")
+                + f'if [ -n "$__rg_now" ] && [ "$__rg_now" = "{self.spare_start}" ]; ')
 
     def _kept_python(self) -> list[str]:
         return kept_python(self.changed, self.report.stripped)
@@ -355,7 +366,8 @@ class PytestRun:
         config = self.grader.config
         timeout = config.timeout or self.task.environment.timeout
         channel = self.channels[self.decoy_channel] if self.channels else None
-        self.spare = None  # its turn: the next end of the user takes it too
+        # its turn: the next end of the user takes it too
+        spare, self.spare = (None if self.overlap else self.spare), None
         with self.report.timed("decoy"):
             if self.decoy is not None:
                 self.decoy.go()
@@ -365,7 +377,7 @@ class PytestRun:
             else:
                 start = time.monotonic()
                 result, self.report.decoy_warm = self._execute(
-                    self.disguise.decoy_args(self.grader.rng), self._decoy_options(), [], None,
+                    self.disguise.decoy_args(self.grader.rng), self._decoy_options(), [], spare,
                     channel.env() if channel is not None else {})
                 self.report.decoy_seconds = time.monotonic() - start
         with self.report.timed("collect"):

@@ -85,3 +85,20 @@ def test_a_hidden_file_loaded_as_a_helper_is_the_original_in_the_test_run(
     assert gold.resolved and gold.valid, (gold.invalid_reasons, gold.fail_to_pass)
     assert gold.decoy_warm
     assert gold.decoys["tests/test_uses.py::test_uses_the_hidden_file"] == "FAILED"
+
+
+def test_without_the_overlap_the_spare_runs_the_decoys_after_the_test_run(
+    toy_task: Task, toy_image: str
+) -> None:
+    pool = SandboxPool(grader_size=1)
+    grader = Grader(GraderConfig(timeout=60, decoy_p2p=0, decoy_overlap=False), seed=4,
+                    pool=pool)
+    try:
+        _warm(pool, grader, toy_image)
+        gold = grader.grade(toy_task, toy_task.patch, toy_image)
+    finally:
+        pool.close()
+    assert gold.resolved and gold.valid, gold.invalid_reasons
+    assert gold.decoy_warm and set(gold.decoys) == set(toy_task.FAIL_TO_PASS)
+    assert set(gold.decoys.values()) == {"FAILED"}
+    assert gold.decoy_seconds <= gold.stages["decoy"] + 0.01  # it began after the test run
