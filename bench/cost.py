@@ -168,8 +168,10 @@ def grading_latency(ctx: Context, n: int) -> list[Row]:
     # without the disguise and decoy run, and also without the reporter (the grading before
     # issue 22): what they cost, measured turn by turn with the full grade
     runs = _env_submits(ctx, n, {"all": None, "nodisguise": GraderConfig(disguise=False),
-                                 "open": GraderConfig(disguise=False, reporter=False)})
+                                 "open": GraderConfig(disguise=False, reporter=False),
+                                 "sequential": GraderConfig(decoy_overlap=False)})
     (env, note), (plain_disguise, _), (before, _) = runs["all"], runs["nodisguise"], runs["open"]
+    sequential = runs["sequential"][0]
     cold = _cold_grades(ctx, n)
     plain = _plain_runs(ctx, n)
     plain_median = statistics.median(plain)
@@ -203,6 +205,10 @@ def grading_latency(ctx: Context, n: int) -> list[Row]:
             "reporter on)", "s", plain_disguise["submit"]),
         row("grade.open", "submit-to-reward without the disguise, decoy run and reporter "
             "(the grading before them)", "s", before["submit"]),
+        row("grade.sequential", "submit-to-reward with the decoy run whole after the test run "
+            "(decoy_overlap=False)", "s", sequential["submit"]),
+        row("grade.sequential.decoy", "its decoy run (what the grade waits for)", "s",
+            sequential["stage.decoy"]),
     ]
 
 
@@ -240,6 +246,7 @@ def swebench_latency(ctx: Context, n: int, logs_dir: str | None) -> list[Row]:
 
 def compare_grading(rows: list[Row]) -> list[Row]:
     rows = compare(rows, "grade.submit", "grade.nodisguise")
+    rows = compare(rows, "grade.sequential", "grade.submit")
     rows = compare(rows, "grade.cold", "grade.submit")
     rows = compare(rows, "grade.open", "grade.submit")
     rows = compare(rows, "swebench.report", "grade.submit")

@@ -162,7 +162,7 @@ MEASURED = [
     "grade.over_summary", "grade.harness",
     "grade.cold", "grade.decoy", "grade.open", "grade.nodisguise", "grade.stage.stage",
     "grade.stage.run", "grade.stage.decoy", "grade.stage.collect", "grade.stage.score",
-    "grade.plain_fresh", "grade.overhead_fresh",
+    "grade.plain_fresh", "grade.overhead_fresh", "grade.sequential", "grade.sequential.decoy",
     "parallel.steps_per_s.1", "parallel.steps_per_s.2", "parallel.latency.2",
     "memory.container", "memory.process", "memory.python", "teardown.close",
 ]
