@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import re
 from collections import Counter
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 from repogym.envs.grading.flags import Flag
 from repogym.envs.grading.grader import Grader, GraderConfig, GradingReport
@@ -26,8 +26,15 @@ class Validation:
     reason: str
     gold_resolved: list[bool]
     empty_resolved: list[bool]
-    flaky: list[str]
+    flaky: list[str]  # tests whose status differed between runs of one side, listed or not
     seconds: float
+    # each flaky test's statuses, counted per side: {"gold": {"PASSED": 1, "FAILED": 1}, ...}
+    flips: dict[str, dict[str, dict[str, int]]] = field(default_factory=dict)
+
+    def flaky_listed(self, task: Task) -> list[str]:
+        """The flaky tests that the task's lists name (the others decide no grade)."""
+        listed = {*task.FAIL_TO_PASS, *task.PASS_TO_PASS}
+        return [t for t in self.flaky if t in listed]
 
 
 def _grade(task: Task, patch: str, runs: int, grader: Grader) -> list[GradingReport]:
@@ -188,6 +195,8 @@ def validate_task(task: Task, runs: int = 2, grader: Grader | None = None) -> Va
         )
     flaky = sorted(flaky_tests([r.statuses for r in gold])
                    | flaky_tests([r.statuses for r in empty]))
+    flips = {t: {side: dict(Counter(r.statuses.get(t, "MISSING") for r in reports))
+                 for side, reports in (("gold", gold), ("empty", empty))} for t in flaky}
     gold_ok = [r.resolved for r in gold]
     empty_ok = [r.resolved for r in empty]
     reasons = []
@@ -208,8 +217,9 @@ def validate_task(task: Task, runs: int = 2, grader: Grader | None = None) -> Va
         )
     if any(empty_ok):
         reasons.append("the empty patch resolves it")
-    if flaky:
-        reasons.append(f"flaky tests: {flaky[:3]}")
+    listed = {*task.FAIL_TO_PASS, *task.PASS_TO_PASS}
+    if any(t in listed for t in flaky):  # a flaky test the lists do not name grades nothing
+        reasons.append(f"flaky tests: {[t for t in flaky if t in listed][:3]}")
     return Validation(
         task.instance_id,
         not reasons,
@@ -218,6 +228,7 @@ def validate_task(task: Task, runs: int = 2, grader: Grader | None = None) -> Va
         empty_ok,
         flaky,
         time.monotonic() - start,
+        flips,
     )
 
 

@@ -33,11 +33,13 @@ class HarborSource:
     def check(self, task: Task) -> tuple[Task | None, str]:
         if not self.validate:
             return task, "not validated (--no-validate)"
+        from repogym.tasks.flaky import without_flaky
         from repogym.tasks.validate import validate_task, without_pass_hook
 
         leak = self.guard(task)
         if leak is not None:
             return None, leak
-        task, result = without_pass_hook(task, validate_task(task, runs=self.common.runs),
-                                         runs=self.common.runs)
+        task, result = without_flaky(task, validate_task(task, runs=self.common.runs),
+                                     runs=self.common.runs)
+        task, result = without_pass_hook(task, result, runs=self.common.runs)
         return (task if result.ok else None), result.reason

@@ -289,6 +289,7 @@ class SwebenchSource:
     def check(self, task: Task) -> tuple[Task | None, str]:
         if not self.options.validate:
             return task, "not validated (--no-validate)"
+        from repogym.tasks.flaky import without_flaky
         from repogym.tasks.validate import validate_task, without_pass_hook
 
         leak = self.guard(task)
@@ -304,6 +305,7 @@ class SwebenchSource:
         result = validate_task(task, runs=self.common.runs)
         if not result.ok and result.reason.startswith("setup fails"):
             task, result = self._other_python(task, result)
+        task, result = without_flaky(task, result, runs=self.common.runs)
         if not result.ok and "gold does not resolve" in result.reason:
             task, result = self._without_network_tests(task, result)
         task, result = without_pass_hook(task, result, runs=self.common.runs)

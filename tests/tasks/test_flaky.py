@@ -1,0 +1,95 @@
+"""Flaky tests as data: what flipped during validation leaves the lists with how often, and
+the task stays (sympy__sympy-13146 was thrown away for two flaky PASS_TO_PASS tests)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from repogym.envs.grading.report import GradingReport
+from repogym.tasks import flaky, validate
+from repogym.tasks.played import Played
+from repogym.tasks.schema import Task
+from repogym.tasks.validate import Validation
+
+F2P, P2P, WOBBLY, OTHER = "t.py::test_fix", "t.py::test_old", "t.py::test_wobbly", "t.py::x"
+
+
+def _task() -> Task:
+    return Task(instance_id="demo-1", repo="o/r", base_commit="c" * 40, problem_statement="p",
+                patch="diff", FAIL_TO_PASS=(F2P,), PASS_TO_PASS=(P2P, WOBBLY))
+
+
+def _report(task: Task, statuses: dict[str, str]) -> GradingReport:
+    """A run's report, resolved as the scorer would for these statuses."""
+    f2p = {t: statuses.get(t, "MISSING") for t in task.FAIL_TO_PASS}
+    p2p = {t: statuses.get(t, "MISSING") for t in task.PASS_TO_PASS}
+    resolved = all(s == "PASSED" for s in {**f2p, **p2p}.values())
+    return GradingReport(task.instance_id, resolved=resolved, patch_applied=True,
+                         fail_to_pass=f2p, pass_to_pass=p2p, statuses=dict(statuses))
+
+
+@pytest.fixture
+def runs(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[dict[str, str]]]:
+    """The statuses the next runs report, in order (gold runs, then empty runs)."""
+    queue: list[dict[str, str]] = []
+
+    def grade_played(task: Task, n: int, _grader: Any) -> tuple[list[GradingReport], Played]:
+        return [_report(task, queue.pop(0)) for _ in range(n)], Played("diff")
+
+    def grade(task: Task, _patch: str, n: int, _grader: Any) -> list[GradingReport]:
+        return [_report(task, queue.pop(0)) for _ in range(n)]
+
+    monkeypatch.setattr(validate, "_grade_played", grade_played)
+    monkeypatch.setattr(validate, "_grade", grade)
+    yield queue
+    assert not queue, "runs left over"
+
+
+GOOD = {F2P: "PASSED", P2P: "PASSED", WOBBLY: "PASSED", OTHER: "PASSED"}
+EMPTY = {F2P: "FAILED", P2P: "PASSED", WOBBLY: "PASSED", OTHER: "PASSED"}
+
+
+def test_a_flaky_test_no_list_names_rejects_nothing(runs: list[dict[str, str]]) -> None:
+    runs += [GOOD, {**GOOD, OTHER: "FAILED"}, EMPTY, EMPTY]
+    result = validate.validate_task(_task(), runs=2, grader=object())  # type: ignore[arg-type]
+    assert result.ok, result.reason
+    assert result.flaky == [OTHER]
+    assert result.flips[OTHER] == {"gold": {"PASSED": 1, "FAILED": 1}, "empty": {"PASSED": 2}}
+
+
+def test_a_listed_flaky_test_is_dropped_with_how_often(runs: list[dict[str, str]]) -> None:
+    task = _task()
+    runs += [GOOD, {**GOOD, WOBBLY: "FAILED"}, EMPTY, EMPTY]  # the first validation
+    first = validate.validate_task(task, runs=2, grader=object())  # type: ignore[arg-type]
+    assert not first.ok and first.reason.startswith("gold does not resolve")
+    assert "flaky tests: ['t.py::test_wobbly']" in first.reason
+    runs += [GOOD, GOOD, EMPTY, EMPTY]  # the validation without it
+    kept, result = flaky.without_flaky(task, first, runs=2,
+                                       grader=object())  # type: ignore[arg-type]
+    assert result.ok, result.reason
+    assert kept.PASS_TO_PASS == (P2P,) and kept.FAIL_TO_PASS == (F2P,)
+    assert kept.extra["flaky_tests"][WOBBLY] == {"gold": {"PASSED": 1, "FAILED": 1},
+                                                 "empty": {"PASSED": 2}}
+    assert kept.extra["dropped_tests"][WOBBLY] == (
+        "flaky: flipped during validation (gold FAILED 1, PASSED 1 of 2 runs)")
+    assert Task.from_dict(kept.to_dict()).extra["flaky_tests"] == kept.extra["flaky_tests"]
+
+
+def test_a_task_whose_every_fail_to_pass_test_flips_is_rejected(
+        runs: list[dict[str, str]]) -> None:
+    task = _task()
+    runs += [GOOD, {**GOOD, F2P: "FAILED"}, EMPTY, EMPTY]
+    first = validate.validate_task(task, runs=2, grader=object())  # type: ignore[arg-type]
+    kept, result = flaky.without_flaky(task, first, runs=2,
+                                       grader=object())  # type: ignore[arg-type]
+    assert not result.ok and result.reason.startswith("every FAIL_TO_PASS test is flaky")
+    assert kept is task
+
+
+def test_a_task_with_no_flaky_test_is_left_as_it_is() -> None:
+    task = _task()
+    result = Validation(task.instance_id, True, "ok", [True, True], [False, False], [], 1.0)
+    assert flaky.without_flaky(task, result) == (task, result)
