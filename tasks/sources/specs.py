@@ -22,7 +22,7 @@ script makers would need its code next to swebench 5 (the same import name) and 
 emit conda commands and downloads, so the steps are translated here and pinned by tests on the
 published values. What cannot be had here is said per instance (:class:`SpecError`): a Python
 with no base image is replaced by the nearest one that has it, recorded in the task; a conda
-``environment.yml`` is refused.
+``environment.yml`` becomes pip steps (:mod:`.conda_env`).
 """
 
 from __future__ import annotations
@@ -37,6 +37,7 @@ from typing import Any
 
 from repogym.tasks.schema import PYTHON_SUITES
 
+from . import conda_env
 from .common import run_git
 
 DATA = Path(__file__).resolve().parent.parent / "data" / "swebench4_specs.json"
@@ -178,9 +179,19 @@ def _package_steps(spec: dict[str, Any], repo: str, mirror: Path | None, commit:
     packages = spec.get("packages") or ""
     steps: list[str] = []
     if packages == "environment.yml" or spec.get("env_yml_path"):
-        raise SpecError("the spec builds a conda environment from environment.yml, and the base "
-                        "images have no conda; give an --env spec with pip steps")
-    if packages == "requirements.txt" or spec.get("reqs_path"):
+        given = spec.get("env_yml_path")
+        paths = ([given] if isinstance(given, str) else list(
+            given or published()["env_yml_paths"].get(repo) or ["environment.yml"]))
+        found = next(((path, text) for path in paths
+                      if mirror and (text := _show(mirror, commit, path)) is not None), None)
+        if found is None:
+            raise SpecError(f"the spec builds a conda environment from {paths}, and none is in "
+                            f"the mirror at {commit[:12]}")
+        pins = [str(p) for p in spec.get("pip_packages") or []]
+        conda_steps, conda_notes = conda_env.pip_steps(found[1], pins, found[0])
+        steps += conda_steps
+        notes += conda_notes
+    elif packages == "requirements.txt" or spec.get("reqs_path"):
         paths = spec.get("reqs_path") or published()["reqs_paths"].get(repo) or []
         text = requirements(mirror, commit, list(paths)) if mirror else None
         if text is None:
@@ -215,12 +226,17 @@ def _editable(install: str, notes: list[str]) -> str:
     return install
 
 
+def _show(mirror: Path, commit: str, path: str) -> str | None:
+    """A file's text at ``commit`` in the mirror, or None."""
+    kind = run_git(mirror, "cat-file", "-t", f"{commit}:{path}", check=False).strip()
+    return run_git(mirror, "show", f"{commit}:{path}") if kind == "blob" else None
+
+
 def requirements(mirror: Path, commit: str, paths: list[str]) -> str | None:
     """The first of ``paths`` found at ``commit``, with ``-r`` files inlined and the lines
     the harness drops removed (``get_requirements_by_commit``, read from the mirror)."""
     def show(path: str) -> str | None:
-        kind = run_git(mirror, "cat-file", "-t", f"{commit}:{path}", check=False).strip()
-        return run_git(mirror, "show", f"{commit}:{path}") if kind == "blob" else None
+        return _show(mirror, commit, path)
 
     def excluded(line: str) -> bool:
         return any(line.strip().startswith(x) for x in ("-e .", "#", ".[test"))
