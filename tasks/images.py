@@ -371,6 +371,10 @@ def _raise_for(tag: str, code: int, log: str) -> None:
 
 
 def _base_name(env: Environment) -> str:
+    if env.language == "python" and env.build_tools:
+        from repogym.tasks.build_tools import build_tools_tag  # builds on the base
+
+        return build_tools_tag(env.python)
     if env.language == "python":
         return base_tag(env.python)
     from repogym.tasks.toolchains import toolchain_tag
@@ -379,6 +383,10 @@ def _base_name(env: Environment) -> str:
 
 
 def _root_for(env: Environment, progress: Progress) -> str:
+    if env.language == "python" and env.build_tools:
+        from repogym.tasks.build_tools import ensure_build_tools  # builds on the base
+
+        return ensure_build_tools(env.python, progress).tag
     if env.language == "python":
         return ensure_base(env.python, progress).tag
     from repogym.tasks.toolchains import ensure_toolchain  # other languages' base images

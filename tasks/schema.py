@@ -48,6 +48,9 @@ class Environment:
     # checkout, a thin layer on top. Both empty: one image per task, as before.
     env_setup: tuple[str, ...] = ()
     env_commit: str | None = None
+    # the Python base with a C compiler and the Python headers (``repogym.tasks.build_tools``),
+    # for projects that compile extensions
+    build_tools: bool = False
     test_cmd: str = "python -m pytest -rA"
     log_parser: str = "pytest"
     test_files: tuple[str, ...] = ()
@@ -89,8 +92,9 @@ class Environment:
                 data[key] = tuple(data[key])
         if "python" in data:
             data["python"] = str(data["python"])
-        if not isinstance(data.get("assertion_pass_hook", True), bool):
-            raise TaskError("environment.assertion_pass_hook must be true or false.")
+        for flag, default in (("assertion_pass_hook", True), ("build_tools", False)):
+            if not isinstance(data.get(flag, default), bool):
+                raise TaskError(f"environment.{flag} must be true or false.")
         return cls(**data)
 
 
@@ -164,7 +168,7 @@ class Task:
         env["env_setup"] = list(self.environment.env_setup)
         for key, default in (("language", "python"), ("runner", ""),
                              ("assertion_pass_hook", True), ("env_setup", []),
-                             ("env_commit", None)):
+                             ("env_commit", None), ("build_tools", False)):
             if env.get(key) == default:  # Python tasks read (and hash) as they always did
                 del env[key]
         extra = out.pop("extra")

@@ -155,8 +155,10 @@ def translate(spec: dict[str, Any], repo: str, mirror: Path | None, commit: str,
         test_cmd = " && ".join([*prefix, test_cmd])
     if notes:
         provenance["notes"] = notes
+    # SWE-bench's images all have a C compiler: installs that build extensions (astropy's, a
+    # pinned dependency with no wheel for this Python) need one
     env: dict[str, Any] = {"python": chosen, "env_setup": env_setup, "setup": setup,
-                           "test_cmd": test_cmd}
+                           "test_cmd": test_cmd, "build_tools": True}
     if mirror is not None:
         env["env_commit"] = commit
     if spec.get("log_parser"):

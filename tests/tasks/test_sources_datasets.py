@@ -198,7 +198,7 @@ def test_translation_of_the_spec_keys() -> None:
         "env_setup": ["python -m pip install numpy==1.19 'pandas<2' pytest",
                       "python -m pip install attrs==23.1.0"],
         "setup": ["apt-get -y install x", "python -m pip install -e ."],
-        "test_cmd": "export LANG=C.UTF-8 && pytest -rA"}
+        "test_cmd": "export LANG=C.UTF-8 && pytest -rA", "build_tools": True}
     notes = got.provenance["notes"]
     assert got.provenance["python_requested"] == "3.7"
     assert "Python 3.7 has no base image here; built with 3.9" in notes
