@@ -35,6 +35,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "images": ("repogym.scripts.images_cmd", "build the images a suite needs"),
     "tasks": ("repogym.scripts.tasks_cmd", "validate suites, make tasks from repositories"),
     "eval": ("repogym.scripts.eval_cmd", "run an agent on a suite, or grade SWE-bench predictions"),
+    "swebench": ("repogym.scripts.swebench_cmd",
+                 "build, validate and grade a SWE-bench file whole (resumable)"),
     "show": ("repogym.scripts.show", "print an episode record readably"),
     "bench": ("repogym.scripts.bench",
               "measure start-up, step, reset and grading latency, throughput, memory"),

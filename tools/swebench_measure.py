@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import re
 import subprocess
 import sys
 import time
@@ -33,6 +32,7 @@ from repogym.tasks.images import ensure_image, image_info
 from repogym.tasks.schema import Task
 from repogym.tasks.sources.common import Rejected, SourceOptions
 from repogym.tasks.sources.swebench import SwebenchOptions, SwebenchSource
+from repogym.tasks.variants import KINDS, predictions
 
 LITE = Path("/work/shared/datasets/swe-bench-lite.jsonl")
 MIRRORS = Path("/work/.mirror")
@@ -45,48 +45,6 @@ DEFAULT = [
     "pylint-dev__pylint-7080", "pylint-dev__pylint-7114", "pylint-dev__pylint-7993",
     "mwaskom__seaborn-3010", "mwaskom__seaborn-3190", "mwaskom__seaborn-3407",
 ]
-KINDS = ("gold", "empty", "drop_hunk", "mutated")
-FLIPS = [(" == ", " != "), (" != ", " == "), (" is not ", " is "), (" is ", " is not "),
-         (" < ", " <= "), (" > ", " >= "), ("True", "False"), ("False", "True"),
-         (" + 1", " - 1"), (" and ", " or "), (" or ", " and "), ("not ", "")]
-
-
-def drop_last_hunk(patch: str) -> str | None:
-    """The patch without its last hunk (and without a file left with none)."""
-    files = re.split(r"(?m)^(?=diff --git )", patch)
-    files = [f for f in files if f.strip()]
-    hunks = [(i, m.start()) for i, f in enumerate(files) for m in re.finditer(r"(?m)^@@ ", f)]
-    if len(hunks) < 2:
-        return None
-    i, start = hunks[-1]
-    if sum(1 for j, _ in hunks if j == i) == 1:
-        rest = files[:i] + files[i + 1:]
-    else:
-        rest = files[:i] + [files[i][:start]] + files[i + 1:]
-    return "".join(rest)
-
-
-def mutate_added_line(patch: str) -> str | None:
-    """The patch with the first added code line that has a flippable operator flipped."""
-    lines = patch.split("\n")
-    for n, line in enumerate(lines):
-        if not line.startswith("+") or line.startswith("+++"):
-            continue
-        body = line[1:]
-        if body.lstrip().startswith("#"):
-            continue
-        for old, new in FLIPS:
-            if old in body:
-                lines[n] = "+" + body.replace(old, new, 1)
-                return "\n".join(lines)
-    return None
-
-
-def predictions(task: Task) -> dict[str, str | None]:
-    return {"gold": task.patch, "empty": "", "drop_hunk": drop_last_hunk(task.patch),
-            "mutated": mutate_added_line(task.patch)}
-
-
 def build_and_validate(instances: list[str], runs: int, out: Path
                        ) -> tuple[list[Task], list[dict[str, Any]]]:
     file = Path("/tmp") / f"lite-{uuid.uuid4().hex[:8]}.jsonl"

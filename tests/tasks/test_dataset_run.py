@@ -1,0 +1,135 @@
+"""`repogym swebench run`: every instance built, validated and graded by repogym and by
+swebench's run_instance, resumable, with a report that lists every instance."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from repogym.scripts.cli import main
+from repogym.tasks.dataset_report import markdown, summarize
+from repogym.tasks.dataset_run import RunOptions, State, needs, summary_line
+
+GIT = ["git", "-c", "user.name=a", "-c", "user.email=a@b"]
+PATCH = """\
+diff --git a/app.py b/app.py
+--- a/app.py
++++ b/app.py
+@@ -1,2 +1,2 @@
+ def add(a, b):
+-    return a - b
++    return a + b
+"""
+TEST_PATCH = """\
+diff --git a/tests/test_app.py b/tests/test_app.py
+--- a/tests/test_app.py
++++ b/tests/test_app.py
+@@ -3,3 +3,7 @@ from app import add
+ 
+ def test_small():
+     assert add(1, 1) == 2
++
++
++def test_big():
++    assert add(2, 3) == 5
+"""
+
+
+def _kept(iid: str, agreement: dict[str, Any]) -> dict[str, Any]:
+    return {"instance_id": iid, "repo": "o/r", "verdict": "kept", "F2P": 1, "P2P": 2,
+            "dropped": {}, "task": {}, "build": {"seconds": 10.0, "own_mb": 2.0, "cached": False,
+                                                 "image": "repogym/repo:x"},
+            "validate": {"seconds": 20.0}, "agreement": agreement}
+
+
+def test_what_an_instance_still_needs(tmp_path: Path) -> None:
+    file = tmp_path / "f.jsonl"
+    file.write_text("")
+    options = RunOptions(file=file, out=tmp_path, kinds=("gold", "empty"), retry=("no mirror",))
+    assert needs(None, options) == "build"
+    assert needs({"verdict": "error"}, options) == "build"  # infrastructure: again
+    assert needs({"verdict": "rejected", "reason_kind": "setup fails"}, options) is None
+    assert needs({"verdict": "rejected", "reason_kind": "no mirror"}, options) == "build"
+    assert needs(_kept("a", {"gold": {}}), options) == "agree"
+    assert needs(_kept("a", {"gold": {}, "empty": {}}), options) is None
+    with pytest.raises(ValueError, match="agreement kinds"):
+        RunOptions(file=file, out=tmp_path, kinds=("bogus",))
+
+
+def test_the_report_lists_every_instance_and_counts_the_reasons() -> None:
+    same = {"repogym": True, "swebench": True, "same": True}
+    records = [
+        _kept("o__r-1", {"gold": same, "drop_hunk": {"skipped": "one hunk"}}),
+        _kept("o__r-2", {"gold": {"repogym": True, "swebench": False, "same": False}}),
+        {"instance_id": "o__r-3", "repo": "o/r", "verdict": "rejected",
+         "reason": "cannot build here: no conda", "reason_kind": "cannot build here"},
+    ]
+    summary = summarize(records, with_disk=False)
+    assert (summary["kept"], summary["rejected"]) == (2, 1)
+    assert summary["reasons"] == {"cannot build here": 1}
+    assert summary["agreement"]["gold"]["compared"] == 2
+    assert summary["agreement"]["gold"]["differ"]["o__r-2"]["swebench"] is False
+    assert summary["costs"]["seconds"] == 60.0 and summary["costs"]["own_mb_median"] == 2.0
+    text = markdown(summary, records)
+    for line in ("| o__r-1 | kept (1 F2P, 2 P2P) |", "=R/R", "!R/-", "| . |",
+                 "rejected: cannot build here: no conda", "| cannot build here | 1 |"):
+        assert line in text, line
+    assert summary_line(records[1]).startswith("o__r-2: kept (1 F2P, 2 P2P); build 10 s")
+
+
+def _mirror(root: Path) -> str:
+    subprocess.run(["git", "init", "-q", "--initial-branch=main", str(root)], check=True)
+    (root / "tests").mkdir()
+    (root / "app.py").write_text("def add(a, b):\n    return a - b\n")
+    (root / "tests" / "test_app.py").write_text(
+        "from app import add\n\n\ndef test_small():\n    assert add(1, 1) == 2\n")
+    subprocess.run(GIT + ["add", "-A"], cwd=root, check=True)
+    subprocess.run(GIT + ["commit", "-qm", "base"], cwd=root, check=True)
+    return subprocess.run(["git", "rev-parse", "HEAD"], cwd=root, capture_output=True,
+                          text=True, check=True).stdout.strip()
+
+
+@pytest.mark.docker
+def test_a_dataset_run_keeps_grades_agrees_and_resumes(tmp_path: Path,
+                                                       capsys: pytest.CaptureFixture[str]
+                                                       ) -> None:
+    base = _mirror(tmp_path / "repos" / "octo__app")
+    rows = [{"repo": repo, "instance_id": iid, "base_commit": base, "patch": PATCH,
+             "test_patch": TEST_PATCH, "problem_statement": "add subtracts", "version": "1.0",
+             "FAIL_TO_PASS": json.dumps(["tests/test_app.py::test_big"]),
+             "PASS_TO_PASS": json.dumps(["tests/test_app.py::test_small"])}
+            for repo, iid in (("octo/app", "octo__app-1"), ("nobody/gone", "nobody__gone-1"))]
+    data = tmp_path / "lite.jsonl"
+    data.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    env = tmp_path / "env.yaml"
+    env.write_text('"*":\n  "*":\n    python: "3.11"\n    test_cmd: python -m pytest -rA\n')
+    out = tmp_path / "run"
+    argv = ["swebench", "run", str(data), "--repos", str(tmp_path / "repos"), "--env",
+            str(env), "--out", str(out), "--runs", "1", "--kinds", "gold,empty"]
+    assert main(argv) == 0
+    records = {r["instance_id"]: r for r in State(out).all()}
+    kept, gone = records["octo__app-1"], records["nobody__gone-1"]
+    assert kept["verdict"] == "kept", kept.get("reason")
+    assert gone["verdict"] == "rejected" and gone["reason_kind"] == "no mirror"
+    assert kept["agreement"]["gold"]["repogym"] is True
+    assert kept["agreement"]["gold"]["swebench"] is True
+    assert kept["agreement"]["empty"]["repogym"] is False
+    assert kept["agreement"]["empty"]["swebench"] is False
+    assert kept["build"]["own_mb"] >= 0 and kept["validate"]["seconds"] > 0
+    suite = (out / "tasks.jsonl").read_text().splitlines()
+    assert [json.loads(line)["instance_id"] for line in suite] == ["octo__app-1"]
+    report = (out / "report.md").read_text()
+    assert "| no mirror | 1 |" in report and "=R/R" in report
+    # again: nothing to do; with a kind more, only that kind (the patch has one hunk: skipped)
+    assert main([*argv[:-1], "gold,empty,drop_hunk"]) == 0
+    again = State(out).read("octo__app-1")
+    assert again is not None and again["finished_at"] == kept["finished_at"]
+    assert again["agreement"]["drop_hunk"] == {"skipped": "the gold patch allows no such change"}
+    err = capsys.readouterr().err
+    assert "0 done already, 2 to do" in err and "1 done already, 1 to do" in err
+    assert os.path.getsize(out / "report.json") > 0
