@@ -65,8 +65,9 @@ PODMAN_HOST = Setting("REPOGYM_PODMAN_HOST", "", "the Podman API socket of the p
                       "(unix:///path/podman.sock); default: $XDG_RUNTIME_DIR/podman/podman.sock, "
                       "as root the repogym-podman user's")
 ROOTFS_DIR = Setting("REPOGYM_ROOTFS_DIR", "", "where the bwrap backend keeps images exported "
-                     "as root file systems; default: ~/.cache/repogym/rootfs")
-SANDBOX_USER = Setting("REPOGYM_SANDBOX_USER", "repogym-podman", "the unprivileged user the "
+                     "as root file systems; default: ~/.cache/repogym/rootfs, as root "
+                     "/var/lib/repogym/rootfs")
+SANDBOX_USER = Setting("REPOGYM_SANDBOX_USER", "repogym-sandbox", "the unprivileged user the "
                        "bwrap backend runs its sandboxes as when repogym runs as root")
 
 # --- images ----------------------------------------------------------------------------------

@@ -22,6 +22,7 @@ from typing import Any
 import docker.errors
 
 from repogym.envs.sandbox.client import UNREACHABLE, docker_client
+from repogym.envs.sandbox.features import engine_features
 from repogym.envs.sandbox.owners import owner_labels
 from repogym.errors import DockerUnavailable, ImageBuildError
 from repogym.progress import Progress
@@ -78,7 +79,8 @@ def build_layer(layer: Layer, progress: Progress = print) -> LayerRun:
     try:
         container = client.containers.create(
             layer.image, command=["bash", "-c", layer.script], user="0",
-            working_dir=layer.workdir, environment=list(layer.env), network_mode="bridge",
+            working_dir=layer.workdir, environment=list(layer.env),
+            network_mode=engine_features(client).network,
             labels=build_labels(),
             name=f"repogym-build-{uuid.uuid4().hex[:10]}")
         if layer.files:

@@ -4,6 +4,7 @@ whole session."""
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import textwrap
 from collections.abc import Callable, Iterator
@@ -15,10 +16,11 @@ import pytest
 from repogym.envs.sandbox import client as engine_client
 from repogym.envs.sandbox import owners
 from repogym.envs.sandbox.base import LABEL_MANAGED, LABEL_PID
+from repogym.envs.sandbox.bwrap import check_bwrap
 from repogym.envs.sandbox.client import docker_available, docker_client
 from repogym.envs.sandbox.engines import make_client
 from repogym.envs.sandbox.podman import podman_engine
-from repogym.errors import DockerUnavailable
+from repogym.errors import DockerUnavailable, RepogymError
 from repogym.tasks.repo import snapshot_commit
 from repogym.tasks.schema import Task
 
@@ -30,6 +32,16 @@ def podman_available() -> bool:
     try:
         make_client(podman_engine(), timeout=10)
     except DockerUnavailable:
+        return False
+    return True
+
+
+@functools.lru_cache(maxsize=1)
+def bwrap_available() -> bool:
+    """Whether the daemonless sandbox can run here (bubblewrap, user namespaces, the user)."""
+    try:
+        check_bwrap()
+    except RepogymError:
         return False
     return True
 
@@ -54,6 +66,11 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
         message = "needs a Docker engine (run `make docker`)"
         if IN_CI:
             pytest.fail(f"CI must run the Docker tests: {message}", pytrace=False)
+        pytest.skip(message)
+    if item.get_closest_marker("bwrap") and not bwrap_available():
+        message = "needs bubblewrap and unprivileged user namespaces (run `make podman`)"
+        if IN_CI:
+            pytest.fail(f"CI must run the bwrap tests: {message}", pytrace=False)
         pytest.skip(message)
     if item.get_closest_marker("podman") and not podman_available():
         message = "needs rootless Podman's API (run `make podman`)"

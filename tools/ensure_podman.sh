@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Makes sure rootless Podman's Docker-compatible API answers (the podman backend) and that
-# bubblewrap is there (the bwrap backend).
+# bubblewrap and its unprivileged user are there (the bwrap backend).
 #
 # As root on Debian: installs podman, uidmap, slirp4netns, fuse-overlayfs, bubblewrap and runc
-# (apt-get); makes the unprivileged user repogym-podman with subordinate ids; configures its
+# (apt-get); makes the unprivileged users repogym-podman (with subordinate ids) and
+# repogym-sandbox (the bwrap backend's, none needed); configures Podman's
 # engine (native overlay storage, cgroupfs without systemd, runc where crun refuses a hybrid
 # cgroup layout); starts `podman system service` as that user. Its socket is
 # /run/user/UID/podman/podman.sock, where repogym looks for it (envs/sandbox/podman.py).
@@ -11,6 +12,7 @@
 set -euo pipefail
 
 PODMAN_USER=repogym-podman
+SANDBOX_USER=repogym-sandbox  # the bwrap backend's sandboxes run as it when repogym is root
 pkgs=(podman uidmap slirp4netns fuse-overlayfs bubblewrap runc catatonit)
 
 answers() { curl -sf --max-time 5 --unix-socket "$1" http://d/_ping >/dev/null 2>&1; }
@@ -59,6 +61,9 @@ fi
 
 if ! id -u "$PODMAN_USER" >/dev/null 2>&1; then
   useradd --create-home --shell /bin/bash --comment "repogym rootless Podman" "$PODMAN_USER"
+fi
+if ! id -u "$SANDBOX_USER" >/dev/null 2>&1; then
+  useradd --create-home --shell /bin/bash --comment "repogym daemonless sandboxes" "$SANDBOX_USER"
 fi
 # subordinate ids: the container's users other than root (the images' repogym is uid 1000)
 for file in /etc/subuid /etc/subgid; do

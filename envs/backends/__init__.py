@@ -1,5 +1,6 @@
 """Backends of the env, by name: ``docker`` (real containers, the default), ``podman`` (the same
-on rootless Podman's Docker-compatible socket), and ``fake`` (a local folder and a local test
+on rootless Podman's Docker-compatible socket), ``bwrap`` (the daemonless sandbox: bubblewrap
+over images exported as root file systems), and ``fake`` (a local folder and a local test
 run: no Docker at all, for fast tests of the code above the sandbox; it isolates nothing).
 ``REPOGYM_BACKEND`` names the one an env gets when it names none."""
 
@@ -28,6 +29,12 @@ def _podman(settings: BackendSettings) -> Backend:
     return podman_backend(settings)
 
 
+def _bwrap(settings: BackendSettings) -> Backend:
+    from repogym.envs.backends.bwrap import bwrap_backend
+
+    return bwrap_backend(settings)
+
+
 def _fake(settings: BackendSettings) -> Backend:
     from repogym.envs.backends.fake import fake_backend
 
@@ -35,7 +42,7 @@ def _fake(settings: BackendSettings) -> Backend:
 
 
 BACKENDS: dict[str, Callable[[BackendSettings], Backend]] = {
-    "docker": _docker, "podman": _podman, "fake": _fake}
+    "docker": _docker, "podman": _podman, "bwrap": _bwrap, "fake": _fake}
 
 
 def check_backend(name: str) -> str:

@@ -55,6 +55,13 @@ class EngineFeatures:
         """The limits the engine cannot enforce, in :data:`LIMITS` order."""
         return tuple(name for name in LIMITS if name not in self.limits)
 
+    @property
+    def network(self) -> str:
+        """The network mode of a container that needs the network (an image build): rootless
+        Podman's bridge needs a network namespace of its own that it may not be able to make
+        (no systemd), while slirp4netns needs nothing."""
+        return "slirp4netns" if self.kind == "podman" and self.rootless else "bridge"
+
     def describe(self) -> str:
         """One line for `repogym doctor`: the engine, and how each limit holds."""
         mode = "rootless" if self.rootless else "rootful"

@@ -39,9 +39,9 @@ LOOP = script("repogym.envs.sandbox", "runner_loop.sh", bare=True)
 class Runner:
     """The host's end of one runner."""
 
-    def __init__(self, sock: socket.socket, name: str):
+    def __init__(self, sock: socket.socket, name: str, reader: FrameReader | None = None):
         self.sock = sock
-        self.reader = FrameReader(sock)
+        self.reader = reader or FrameReader(sock)  # the engine's frames, or a plain stream
         self.name = name
         self.closed = False
         self.pending = b""  # what came before the ready line was seen

@@ -59,6 +59,18 @@ class FrameReader:
         return bool(chunk)
 
 
+class RawReader(FrameReader):
+    """A :class:`FrameReader` for a stream that is not framed (a socket pair to a process)."""
+
+    def take(self) -> bytes:
+        out = bytes(self._buf)
+        self._buf.clear()
+        return out
+
+    def pending(self) -> bool:
+        return bool(self._buf)
+
+
 class SocketTransport:
     """The shell protocol over a ``docker exec`` socket."""
 

@@ -1,5 +1,6 @@
 """repogym/SWE-v0 through Gymnasium: the env's contract on every backend (the fake one in the
-fast suite, no Docker needed; Docker; rootless Podman), and what only real containers show."""
+fast suite, no Docker needed; Docker; rootless Podman; the daemonless bwrap), and what only
+real containers show."""
 
 from __future__ import annotations
 
@@ -27,10 +28,11 @@ FIX = {
 
 
 @pytest.fixture(params=["fake", pytest.param("docker", marks=pytest.mark.docker),
-                        pytest.param("podman", marks=[pytest.mark.docker, pytest.mark.podman])])
+                        pytest.param("podman", marks=[pytest.mark.docker, pytest.mark.podman]),
+                        pytest.param("bwrap", marks=[pytest.mark.docker, pytest.mark.bwrap])])
 def sandbox(request: pytest.FixtureRequest) -> str:
-    """Each contract test runs on every backend; Docker's and Podman's need the task's image
-    (Podman copies Docker's)."""
+    """Each contract test runs on every backend; the real ones need the task's image (Podman
+    copies Docker's, bwrap exports it as a root file system)."""
     if request.param != "fake":
         request.getfixturevalue("toy_image")
     if request.param == "podman":
@@ -89,7 +91,7 @@ def test_episode_fix_and_submit(toy_task: Task, sandbox: str, tmp_path: Path) ->
     assert [e["event"] for e in events] == ["reset"] + ["step"] * 5 + ["end"]
     assert events[3]["info"]["action_error"] and events[-1]["reward_components"] == comps
     assert events[-1]["versions"]["repogym"] and events[-1]["versions"]["image"]
-    assert bool(events[-1]["versions"]["docker_engine"]) == (sandbox != "fake")
+    assert bool(events[-1]["versions"]["docker_engine"]) == (sandbox in ("docker", "podman"))
     assert events[-1]["versions"]["engine"] == (None if sandbox == "fake" else sandbox)
     assert events[-1]["grading"]["resolved"] is True
 

@@ -1,10 +1,12 @@
-"""The podman backend end to end: a gold and an empty episode per language, and attacks that
-lean on what differs from Docker there (process and memory limits by rlimits, the root
-runner's end of the tests' user, the information the container holds), through
-``gym.make(..., sandbox="podman")`` on rootless Podman.
+"""The backends that need no root end to end, through ``gym.make(..., sandbox=NAME)``: on
+rootless Podman a gold and an empty episode per language, on the daemonless bwrap the Python
+one (its tree of each other language's image is a gigabyte to export: `tools/compare_verdicts.py`
+runs take those); on both, the attacks whose defence rests on what the backend gives (process
+and memory limits, the end of the tests' processes, files out of reach, the results channel,
+what the sandbox holds).
 
-Images are built once on Docker and copied (what the backend does on a machine that has both);
-``tasks/build.py``'s steps building in Podman itself are covered by test_images' podman test.
+Images are built once on Docker and copied to Podman, or exported as trees for bwrap (what
+the backends do on a machine that has Docker too).
 """
 
 from __future__ import annotations
@@ -23,7 +25,9 @@ from repogym.tasks.images import ensure_image
 from repogym.tasks.schema import Task
 from repogym.tasks.suite import load_suite
 
-pytestmark = [pytest.mark.docker, pytest.mark.podman]
+pytestmark = pytest.mark.docker
+BACKENDS = [pytest.param("podman", marks=pytest.mark.podman),
+            pytest.param("bwrap", marks=pytest.mark.bwrap)]
 
 TASKS = {t.instance_id: t for t in [*load_suite("demo"), *load_suite("demo-langs")]}
 ONE_PER_LANGUAGE = {"python": "demo__minicalc-1", "javascript": "demo__querykit-1",
@@ -49,36 +53,40 @@ def built(task: Task) -> None:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("language", [
-    pytest.param(lang, marks=pytest.mark.toolchain(lang)) if lang != "python" else lang
-    for lang in ONE_PER_LANGUAGE])
-def test_gold_resolves_and_empty_does_not_on_podman(language: str, request: pytest.FixtureRequest,
-                                                   on_engine: Callable[[str], None]) -> None:
+@pytest.mark.parametrize("backend,language", [
+    *[pytest.param("podman", lang, marks=[pytest.mark.podman, pytest.mark.toolchain(lang)])
+      if lang != "python" else pytest.param("podman", lang, marks=pytest.mark.podman)
+      for lang in ONE_PER_LANGUAGE],
+    pytest.param("bwrap", "python", marks=pytest.mark.bwrap)])
+def test_gold_resolves_and_empty_does_not(backend: str, language: str,
+                                          request: pytest.FixtureRequest,
+                                          on_engine: Callable[[str], None]) -> None:
     task = TASKS[ONE_PER_LANGUAGE[language]]
     if language != "python":  # the session's toolchain images, built in their order
         request.getfixturevalue("toolchain")(language)
     built(task)  # on Docker, before the test moves to Podman
-    on_engine("podman")
-    env = gym.make("repogym/SWE-v0", tasks=[task], sandbox="podman", split="all")
+    on_engine(backend)
+    env = gym.make("repogym/SWE-v0", tasks=[task], sandbox=backend, split="all")
     try:
         gold = play(env, GoldAgent(tasks=[task]), task.instance_id)
         assert gold["reward"] == 1.0 and gold["resolved"], gold["grading"]
         obs, info = env.reset(options={"task_id": task.instance_id})
         *_, empty = env.step({"tool": "submit"})
         assert empty["resolved"] is False and empty["reward_components"]["resolved"] == 0.0
-        assert env.unwrapped.images.provenance(env.unwrapped.image)["engine"] == "podman"
+        assert env.unwrapped.images.provenance(env.unwrapped.image)["engine"] == backend
     finally:
         env.close()
 
 
+@pytest.mark.parametrize("backend", BACKENDS)
 @pytest.mark.parametrize("name", ENGINE_HACKS)
-def test_engine_dependent_attacks_score_zero_on_podman(name: str,
-                                                       on_engine: Callable[[str], None]) -> None:
+def test_attacks_that_lean_on_the_backend_score_zero(backend: str, name: str,
+                                                     on_engine: Callable[[str], None]) -> None:
     task = adversarial_task(TASKS["demo__textkit-1"], name)
     built(task)
-    on_engine("podman")
+    on_engine(backend)
     timeout = 5 if name == "fork_bomb" else 60
-    env = gym.make("repogym/SWE-v0", tasks=[task], sandbox="podman", max_steps=30,
+    env = gym.make("repogym/SWE-v0", tasks=[task], sandbox=backend, max_steps=30,
                    grader=GraderConfig(timeout=timeout))
     try:
         agent = HackerAgent()
