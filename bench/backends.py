@@ -1,11 +1,11 @@
-"""Step and reset latency of the env on every backend that runs here, against Docker's, in one
-run of `repogym bench`.
+"""Step and reset latency of the env on every backend (Docker, rootless Podman, the daemonless
+bwrap), against Docker's, in one run of `repogym bench`.
 
 A process runs its containers on one engine, so each backend is measured in a process of its
 own (this module run with ``python -m``), one after the other, on the same task, with the same
 counts: ``env.step(bash "true")``, a reset from a warm pool (``pool_size=1``, the used
-container reset in place; where the backend keeps no pool, a new sandbox) and a reset with a
-fresh sandbox each time (``pool_size=0``). Rows read ``backends.NAME.step`` and so on; the
+container reset in place; bwrap keeps no pool: a new sandbox each time, both rows) and a reset
+with a fresh sandbox each time (``pool_size=0``). Rows read ``backends.NAME.step`` and so on; the
 ratio of each is its median over Docker's.
 """
 
@@ -24,7 +24,7 @@ from repogym.bench.core import Context, Row, compare, ms, row, timed, wait_for
 from repogym.envs.registration import ENV_ID
 from repogym.tasks.schema import Task
 
-BACKENDS = ("docker", "podman")
+BACKENDS = ("docker", "podman", "bwrap")
 MEASURES = {"step": "env.step(bash 'true')", "reset_warm": "env.reset(), warm pool",
             "reset_fresh": "env.reset(), a fresh sandbox each time"}
 

@@ -16,8 +16,8 @@ Sections (all on one task of a suite, its image built first):
   ``docker commit`` + start.
 - ``creation``: task creation, seconds per tried and per kept candidate, selective checks
   against full runs (``creation.py``).
-- ``backends``: step and reset latency on every backend (Docker, rootless Podman), each in a
-  process of its own, against Docker's (``backends.py``).
+- ``backends``: step and reset latency on every backend (Docker, rootless Podman, bwrap),
+  each in a process of its own, against Docker's (``backends.py``).
 
 Figures are medians with their 10th-90th percentile spread; ``ratio`` is a row's median over
 the median of the row it is compared with (``vs``), so 12.0 on ``docker exec`` reads "takes 12

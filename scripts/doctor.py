@@ -8,10 +8,14 @@ import shutil
 from collections import Counter
 from typing import Any
 
+from repogym import settings
+from repogym.envs.backends import BACKENDS
 from repogym.envs.sandbox import engines, owners
-from repogym.envs.sandbox.client import docker_client
+from repogym.envs.sandbox.bwrap import check_bwrap
+from repogym.envs.sandbox.client import docker_client, use_engine_of
 from repogym.envs.sandbox.features import engine_features
-from repogym.errors import DockerUnavailable
+from repogym.envs.sandbox.trees import sandbox_user, store
+from repogym.errors import DockerUnavailable, RepogymError
 from repogym.scripts.common import table, write_json
 from repogym.tasks import image_usage
 from repogym.tasks.image_usage import Image
@@ -37,11 +41,17 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                    help="with --prune-images: say what would be removed, remove nothing")
     p.add_argument("--json", default=None, help="write the report as JSON to this path "
                    "(- for stdout)")
+    p.add_argument("--backend", default=None, choices=sorted(BACKENDS),
+                   help="the backend to check (default: REPOGYM_BACKEND, else docker)")
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
-    listed = engines.configured()
+    backend = args.backend or settings.BACKEND.get()
+    if backend == "bwrap":
+        return _bwrap_report(args)
+    use_engine_of(backend)
+    listed = engines.configured() if backend == "docker" else []
     if not listed:
         write_json(args.json, _engine_report(docker_client(), args))
         return 0
@@ -59,6 +69,29 @@ def run(args: argparse.Namespace) -> int:
             status = 1
     write_json(args.json, {"engines": reports})
     return status
+
+
+def _bwrap_report(args: argparse.Namespace) -> int:
+    """The daemonless sandbox: whether it can run here, as whom, and its exported trees."""
+    try:
+        version = check_bwrap()
+    except RepogymError as exc:
+        print(f"bwrap: cannot run here: {exc}")
+        write_json(args.json, {"backend": "bwrap", "error": str(exc)})
+        return 1
+    user = sandbox_user()
+    where = store()
+    trees = sorted(p.name for p in where.glob("*.json")) if where.is_dir() else []
+    size = sum(f.stat().st_size for f in where.rglob("*") if f.is_file() and not f.is_symlink()
+               ) if trees else 0
+    runs_as = user.pw_name if user is not None else "this user"
+    print(f"{version}: unprivileged user namespaces work; sandboxes run as {runs_as}")
+    print(f"  limits: RLIMIT_NPROC per sandbox, RLIMIT_DATA per process, sized tmpfs; CPU "
+          f"none. Image trees in {where}: {len(trees)}, {_gb(size)}")
+    write_json(args.json, {"backend": "bwrap", "bwrap": version, "user": runs_as,
+                           "store": str(where), "trees": [t[:-5] for t in trees],
+                           "disk_use": size})
+    return 0
 
 
 def _engine_report(client: Any, args: argparse.Namespace, local: bool = True

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import time
 
+from repogym.envs.sandbox.trees import export_tree, store
 from repogym.scripts.common import progress, table, write_json
 from repogym.tasks.images import ensure_base, ensure_image, image_info, image_tag, measure_base
 from repogym.tasks.schema import PYTHON_SUITES, SPLITS
@@ -20,6 +21,13 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                    help="only the images of this split's tasks (default: all)")
     b.add_argument("--json", default=None, help="write results as JSON here (- for stdout)")
     b.set_defaults(func=build)
+    e = isub.add_parser("export", help="export a suite's images as root file systems (the "
+                        "bwrap backend's trees), building them first where needed")
+    e.add_argument("--suite", required=True, help="suite name, .jsonl file or folder")
+    e.add_argument("--split", default=ALL, choices=(*SPLITS, ALL),
+                   help="only the images of this split's tasks (default: all)")
+    e.add_argument("--json", default=None, help="write results as JSON here (- for stdout)")
+    e.set_defaults(func=export)
     base = isub.add_parser("base", help="build (cached) the base image of Python versions")
     base.add_argument("--python", default=["3.11"], type=_versions, metavar="VERSIONS",
                       help=f"a version, several (3.9,3.13) or all ({', '.join(PYTHON_SUITES)}; "
@@ -77,4 +85,24 @@ def build(args: argparse.Namespace) -> int:
     print(table(rows, ["image", "status"]))
     print(f"{len(seen)} images for {len(tasks)} tasks in {time.monotonic() - start:.1f} s")
     write_json(args.json, list(seen.values()))
+    return 0
+
+
+def export(args: argparse.Namespace) -> int:
+    """Each image of the suite as a tree in the store (``REPOGYM_ROOTFS_DIR``): copy that
+    folder to a machine where no engine may run, and the bwrap backend uses it there."""
+    tasks = load_suite(args.suite, args.split)
+    rows: list[dict[str, object]] = []
+    for i, task in enumerate(tasks, 1):
+        tag = image_tag(task)
+        if any(r["tag"] == tag for r in rows):
+            continue
+        progress(f"[{i}/{len(tasks)}] {task.instance_id}: {tag}")
+        ensure_image(task, progress=progress)
+        tree = export_tree(tag)
+        rows.append({"tag": tag, "tree": str(tree.root)})
+    print(table([[r["tag"], r["tree"]] for r in rows], ["image", "tree"]))
+    print(f"{len(rows)} trees in {store()}: copy that folder (and set REPOGYM_ROOTFS_DIR to it) "
+          "where the bwrap backend runs")
+    write_json(args.json, rows)
     return 0

@@ -140,7 +140,9 @@ class GradingSandboxes:
 
 class TreeGrader:
     def __init__(self, images: TreeImages, settings: BackendSettings):
-        self.grader = Grader(settings.grader, pool=GradingSandboxes(images))  # type: ignore[arg-type]
+        # the grader uses a pool's acquire, release, warm and kinds, all GradingSandboxes has
+        boxes: Any = GradingSandboxes(images)
+        self.grader = Grader(settings.grader, pool=boxes)
 
     def warm(self, image: str) -> None:
         """Nothing to prepare."""

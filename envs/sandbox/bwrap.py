@@ -97,7 +97,8 @@ class BwrapContainer:
             self.proc = subprocess.Popen(
                 [*as_user(), "bwrap", *self._options(uid, info_w), "--", "bash",
                  "--noprofile", "--norc", "-c", main],
-                stdin=theirs, stdout=theirs, stderr=subprocess.STDOUT, pass_fds=(info_w,),
+                stdin=theirs.fileno(), stdout=theirs.fileno(), stderr=subprocess.STDOUT,
+                pass_fds=(info_w,),
                 start_new_session=True)
         finally:
             theirs.close()

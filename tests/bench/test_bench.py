@@ -172,7 +172,7 @@ MEASURED = [
 def test_quick_bench_measures_every_section(tmp_path: Path,
                                             capsys: pytest.CaptureFixture[str]) -> None:
     out = tmp_path / "bench.json"
-    assert run_cli("--quick", "--skip", "swebench", "--parallel-seconds", "0.5",
+    assert run_cli("--quick", "--skip", "swebench,backends", "--parallel-seconds", "0.5",
                    "--out", str(out)) == 0
     result = json.loads(out.read_text())
     rows = {r["key"]: r for r in result["rows"]}
@@ -190,6 +190,21 @@ def test_quick_bench_measures_every_section(tmp_path: Path,
     assert rows["vector.async.containers"]["stat"]["median"] <= 2 + 2  # N=2: N + spare + grader
     printed = capsys.readouterr().out
     assert "p10-p90" in printed and "steps/s, 2 env(s)" in printed
+
+
+@pytest.mark.docker
+@pytest.mark.podman
+@pytest.mark.bwrap
+def test_backends_are_measured_against_docker_in_one_run(tmp_path: Path) -> None:
+    out = tmp_path / "bench.json"
+    assert run_cli("--quick", "--only", "backends", "--out", str(out)) == 0
+    rows = {r["key"]: r for r in json.loads(out.read_text())["rows"]}
+    for backend in ("docker", "podman", "bwrap"):
+        for measure in ("step", "reset_warm", "reset_fresh"):
+            row = rows[f"backends.{backend}.{measure}"]
+            assert row["stat"] is not None and row["stat"]["n"] >= 2, row["note"]
+            if backend != "docker":
+                assert row["vs"] == f"backends.docker.{measure}" and row["ratio"] > 0
 
 
 @pytest.mark.docker
