@@ -334,7 +334,7 @@ class BwrapSandbox(ShellFiles):
         uid = AGENT_UID if self.user else 0
         home = f"/home/{self.user}" if self.user else "/tmp"
         targets = sources(self.workdir, self.user)
-        boot = (f"( {fill_script(targets, clear=False)} ) >/dev/null || exit 9\n"
+        boot = (f"{_quiet_fill(targets)}"
                 f"ulimit -S -H -u {self.config.pids_limit} "
                 f"-d {parse_size(self.config.memory) // 1024} || exit 8\n"
                 f"cd {shlex.quote(self.workdir)} && exec bash --noprofile --norc -s")
@@ -434,7 +434,11 @@ class BwrapRunner(Runner):
             spare: int | None = None) -> ExecResult:
         if end_user is not None:
             self.container.end_tests()
-        return super().run(script, data, timeout, limit)
+        try:
+            return super().run(script, data, timeout, limit)
+        except SandboxLost as exc:  # what the sandbox said before it ended, if anything
+            said = (self.pending + self.reader.take()).decode(errors="replace").strip()
+            raise SandboxLost(f"{exc}: {said[-500:]}" if said else str(exc)) from exc
 
     def close(self) -> None:
         """The socket is the container's: closed when it is killed."""
@@ -445,5 +449,12 @@ def grading_main(config: SandboxConfig, user: str | None) -> str:
     """The first process of a grading sandbox: the repository from the pristine copy, the
     limits, then the root runner's loop."""
     targets = sources(config.workdir, user)
-    return (f"( {fill_script(targets, clear=False)} ) >/dev/null || exit 9\n"
+    return (f"{_quiet_fill(targets)}"
             f"exec bash --noprofile --norc -c {shlex.quote(LOOP)}")
+
+
+def _quiet_fill(targets: dict[str, str]) -> str:
+    """The writable paths filled from the pristine copy; on failure, what went wrong is the
+    sandbox's last word (the host reports it)."""
+    return (f"__rg_out=$( ( {fill_script(targets, clear=False, owners=False)} ) 2>&1 ) || "
+            "{ printf 'repogym: filling the sandbox failed: %s\\n' \"$__rg_out\"; exit 9; }\n")
