@@ -209,8 +209,8 @@ def test_bash_output_exit_code_and_per_call_timeout(toy_task: Task, sandbox: str
 
 
 def test_unknown_sandbox_names_the_backends(toy_task: Task) -> None:
-    with pytest.raises(ValueError,
-                       match=r"sandbox='kubernetes': use one of \['docker', 'fake', 'podman'\]"):
+    with pytest.raises(ValueError, match=r"sandbox='kubernetes': use one of "
+                       r"\['bwrap', 'docker', 'fake', 'podman'\]"):
         gym.make("repogym/SWE-v0", tasks=[toy_task], sandbox="kubernetes")
 
 
