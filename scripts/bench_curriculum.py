@@ -12,7 +12,9 @@ does. Both samplers run in one invocation, one after the other, with the same ag
 
 Prints one JSON object (also written to ``OUT/result.json``): per sampler, the share of groups
 whose rewards are not all equal, and the ratio of ``band``'s to ``uniform``'s; and per task
-whether its recorded success rate agrees with its known probability (Wilson interval).
+whether its recorded success rate agrees with its known probability (Wilson interval). Last,
+what ``failure_starts`` costs: the median step with a snapshot after every step against the
+same step without, interleaved (``--cost-rounds``, 0 to skip).
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ import math
 import os
 import queue
 import random
+import statistics
 import sys
 import time
 from collections.abc import Sequence
@@ -148,6 +151,27 @@ def agreement(stats: dict[str, Any], probs: dict[str, float]) -> dict[str, Any]:
             "rows": rows}
 
 
+def step_cost(task_id: str, rounds: int, steps: int = 8) -> dict[str, Any]:
+    """Median seconds of a bash step with ``failure_starts=2`` and without, interleaved."""
+    envs = {k: gym.make("repogym/SWE-v0", suite="demo", split="all", failure_starts=k,
+                        run_id=f"benchcur-{os.getpid()}") for k in (0, 2)}
+    times: dict[int, list[float]] = {0: [], 2: []}
+    try:
+        for _ in range(rounds):
+            for k, env in envs.items():
+                env.reset(options={"task_id": task_id})
+                for i in range(steps):
+                    t0 = time.monotonic()
+                    env.step({"tool": "bash", "command": f"echo {i} >> notes.txt"})
+                    times[k].append(time.monotonic() - t0)
+    finally:
+        for env in envs.values():
+            env.close()
+    plain, kept = statistics.median(times[0]), statistics.median(times[2])
+    return {"task_id": task_id, "steps": len(times[0]), "plain_step_s": round(plain, 4),
+            "failure_starts_step_s": round(kept, 4), "ratio": round(kept / plain, 1)}
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -160,6 +184,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--always", type=float, default=0.4, help="share of tasks always solved")
     p.add_argument("--never", type=float, default=0.4, help="share of tasks never solved")
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--cost-rounds", type=int, default=3,
+                   help="rounds of the failure_starts step cost (0: not measured)")
     p.add_argument("--out", default="runs/bench-curriculum")
     args = p.parse_args(argv)
     out = Path(args.out)
@@ -168,6 +194,7 @@ def main(argv: list[str] | None = None) -> int:
     probs = known_probabilities(tasks, args.always, args.never, args.seed)
     results = [run_sampler(spec, tasks, probs, args, out) for spec in args.samplers]
     base = results[0]["groups_with_variance"]
+    cost = step_cost(tasks[0].instance_id, args.cost_rounds) if args.cost_rounds else None
     summary = {
         "suites": args.suites, "tasks": len(tasks), "known": probs,
         "config": {k: v for k, v in vars(args).items()},
@@ -175,6 +202,7 @@ def main(argv: list[str] | None = None) -> int:
                      for r in results},
         "ratio_to_first": {r["sampler"]: (r["groups_with_variance"] / base if base else None)
                            for r in results[1:]},
+        "failure_starts_cost": cost,
     }
     (out / "result.json").write_text(json.dumps({**summary, "groups": {
         r["sampler"]: r["group_log"] for r in results}}, indent=1))
@@ -184,7 +212,8 @@ def main(argv: list[str] | None = None) -> int:
               f"vary; {r['episodes']} episodes in {r['seconds']:.0f} s; known rates inside "
               f"95% CI {a['inside_95']}/{a['tasks']}, 99% {a['inside_99']}/{a['tasks']}",
               file=sys.stderr)
-    print(json.dumps({"ratio_to_first": summary["ratio_to_first"], "samplers": {
+    print(json.dumps({"ratio_to_first": summary["ratio_to_first"],
+                      "failure_starts_cost": cost, "samplers": {
         name: {k: v for k, v in r.items() if k != "agreement"}
         | {"inside_95": r["agreement"]["inside_95"], "inside_99": r["agreement"]["inside_99"],
            "tasks_seen": r["agreement"]["tasks"]}
