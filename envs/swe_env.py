@@ -184,9 +184,11 @@ class SWEEnv(gym.Env[str, Any]):
             )
         if render_mode not in (None, "ansi"):
             raise ValueError(f"render_mode={render_mode!r}: use None or 'ansi'")
-        if failure_starts < 0 or (failure_starts and sandbox != "docker"):
+        sandbox = sandbox or settings.BACKEND.get()
+        if failure_starts < 0 or (failure_starts and sandbox not in ("docker", "podman")):
             raise ValueError(f"failure_starts={failure_starts}: give turns >= 0; failure starts "
-                             "are snapshots, which need sandbox='docker'")
+                             "are snapshots, which need a container engine: sandbox='docker' "
+                             f"or 'podman' (not {sandbox!r})")
         # held-out tasks stay out of training unless asked for: a suite gives its train split
         self.split = split or (ALL if tasks is not None else "train")
         self.tasks, self._elsewhere = (
@@ -202,7 +204,6 @@ class SWEEnv(gym.Env[str, Any]):
         self.record_dir = record_dir
         self.snapshot_dir = Path(snapshot_dir) if snapshot_dir is not None else None
         self.render_mode = render_mode
-        sandbox = sandbox or settings.BACKEND.get()
         self.sandbox_kind = sandbox
         self.run_id = run_id or pooling.run_id()
         self.model = model

@@ -12,8 +12,8 @@ budgets as they stood, the prefix's turns given to the policy in the first obser
 in ``info["prefix_turns"]``), and a record that names the episode it continues.
 
 Only graded failures are kept: an episode truncated by a budget would restart with that
-budget nearly spent. Snapshots need ``sandbox="docker"``; each costs about a verified
-in-place reset, paid on every step while ``failure_starts`` is on.
+budget nearly spent. Snapshots need a container engine (docker or podman); each costs about a
+verified in-place reset, paid on every step while ``failure_starts`` is on.
 """
 
 from __future__ import annotations

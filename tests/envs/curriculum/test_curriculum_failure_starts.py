@@ -34,7 +34,7 @@ def test_without_a_kept_failure_the_episode_starts_at_the_task(tmp_path: Path) -
             env.reset(options={"start": "middle"})
     finally:
         env.close()
-    with pytest.raises(ValueError, match="need sandbox='docker'"):
+    with pytest.raises(ValueError, match="sandbox='docker' or 'podman' \\(not 'fake'\\)"):
         gym.make("repogym/SWE-v0", suite="demo", sandbox="fake", failure_starts=2)
 
 
