@@ -9,7 +9,7 @@ PYTEST_ARGS ?=
 # test processes: the Docker tests mostly wait on containers, so two share two cores well
 PYTEST_WORKERS ?= 2
 
-.PHONY: demo test venv docker podman base lint typecheck clean-containers shellcheck
+.PHONY: demo test venv docker podman base lint typecheck clean-containers shellcheck wheel-check
 
 demo: venv docker base
 	$(BIN)/repogym images build --suite demo
@@ -34,6 +34,11 @@ docker:
 # rootless Podman (its own unprivileged user, as root) and bubblewrap, for the other backends
 podman:
 	tools/ensure_podman.sh
+
+# the wheel installed (not editable) in a fresh venv runs a demo episode; `make test` runs the
+# same script (tests/test_packaging.py)
+wheel-check: venv docker base
+	BUILDER=$(BIN)/python tools/wheel_check.sh
 
 base: venv docker
 	$(BIN)/repogym images base

@@ -16,6 +16,7 @@ Every node needs Docker and the same repogym installation.
 from __future__ import annotations
 
 import queue
+import shutil
 import subprocess
 import tempfile
 import threading
@@ -23,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from repogym.errors import RepogymError, TaskError
+from repogym.ray_cluster import connect, ray_module, slots
 from repogym.tasks.checking import Checker, CheckOptions
 from repogym.tasks.schema import Task
 from repogym.tasks.sources.common import run_git
@@ -65,8 +67,6 @@ class _Actor:
         return self.checker.summary()
 
     def close(self) -> None:
-        import shutil
-
         self.checker.close()
         shutil.rmtree(self.folder, ignore_errors=True)
 
@@ -75,10 +75,7 @@ class RayChecker:
     """``derive`` for a source, each call run by an idle actor of the cluster."""
 
     def __init__(self, address: str, options: CheckOptions) -> None:
-        import ray
-
-        from repogym.agents.ray_runner import connect, slots
-
+        ray = ray_module()
         self.ray: Any = ray
         self.started = connect(address, options.workers)
         n = slots(options.workers, options.workers, print)

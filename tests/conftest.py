@@ -92,7 +92,7 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
 # tests stay in one process, so its module fixtures (images, tasks) are made once; the files
 # that start engines or Ray clusters of their own share one process, so two never overlap.
 ONE_PROCESS = {"test_cluster.py", "test_remote_engines.py", "test_daemon_restart.py",
-               "test_eval.py", "test_curriculum_ray.py"}
+               "test_eval.py", "test_curriculum_ray.py", "test_ray_checking.py"}
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

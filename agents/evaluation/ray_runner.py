@@ -16,13 +16,13 @@ run only on those.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable
 from typing import Any
 
 from repogym.agents.evaluation.episode import Failure, Worker, error_row
 from repogym.agents.evaluation.rows import ResultRow
 from repogym.progress import Progress
+from repogym.ray_cluster import connect, ray_module, slots
 from repogym.tasks.schema import Task
 
 OnResult = Callable[[ResultRow], None]
@@ -41,42 +41,6 @@ class _Actor:
         self.worker.close()
 
 
-def _ray() -> Any:
-    try:
-        import ray
-    except ImportError as exc:
-        raise ValueError("--ray needs Ray: pip install 'repogym[ray]' (or 'ray>=2.9')") from exc
-    return ray
-
-
-def connect(address: str, workers: int | None) -> bool:
-    """Joins or starts Ray; True when this call started it (and so must shut it down)."""
-    ray = _ray()
-    if ray.is_initialized():
-        return False
-    if address == "local":
-        cpus = max(workers or 0, os.cpu_count() or 1)
-        ray.init(address="local", num_cpus=cpus, include_dashboard=False)
-    else:
-        ray.init(address=address)
-    return True
-
-
-def slots(workers: int | None, n_tasks: int, message: Progress) -> int:
-    """Actors to start: ``workers`` (default: every CPU slot), never more than the cluster's
-    CPU slots, nor its ``docker`` slots when it has some (the extra actors would only wait), nor
-    than there are tasks."""
-    resources = _ray().cluster_resources()
-    cpus = int(resources.get("CPU", 1))
-    if resources.get("docker"):
-        cpus = min(cpus, int(resources["docker"]))
-    wanted = workers or cpus
-    if wanted > cpus:
-        message(f"the cluster has {cpus} slots: running {cpus} workers, not {wanted}")
-        wanted = cpus
-    return max(1, min(wanted, n_tasks))
-
-
 def run_on_ray(address: str, workers: int | None, make_worker: Callable[[], Worker],
                tasks: list[Task], on_result: OnResult,
                message: Progress = print, retries: int = 1) -> None:
@@ -87,7 +51,7 @@ def run_on_ray(address: str, workers: int | None, make_worker: Callable[[], Work
     """
     if not tasks:
         return
-    ray = _ray()
+    ray = ray_module()
     started = connect(address, workers)
     # nodes that offer the `docker` resource (as for `repogym train --ray`) are the only ones
     # with an engine: when the cluster names them, actors go there and nowhere else
