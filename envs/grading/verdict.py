@@ -131,8 +131,9 @@ class Verdict:
                          records.always_equal)
         if found:
             types = sorted(set(found.values()))
-            report.invalidate(f"values equal to anything reached the assertions of {len(found)} "
-                              f"tests (e.g. {sorted(found)[0]}): {types[:3]}", Flag.ALWAYS_EQUAL)
+            report.invalidate(f"objects equal to anything, made by the package's code or "
+                              f"compared by the tests, in {len(found)} tests (e.g. "
+                              f"{sorted(found)[0]}): {types[:3]}", Flag.ALWAYS_EQUAL)
 
     def _check_exit(self, statuses: dict[str, str], canaries: Canaries | None) -> None:
         report = self.report
