@@ -106,6 +106,8 @@ def _make_sender():
 
 
 _send = _make_sender()
+# the decoy run's ids: of each test function, the cases named run (all, where none is found)
+_DECOY_IDS = os.environ.pop("REPOGYM_DECOY_IDS", None)
 _current = [""]  # the test running now
 _reported = set()  # type: set[tuple[str, str]]
 
@@ -130,6 +132,28 @@ def pytest_collectreport(report):
     """A module that failed to import, or was skipped as a whole."""
     if _send is not None and (report.failed or report.skipped):
         _send({"k": "c", "id": report.nodeid, "o": report.outcome})
+
+
+def pytest_collection_modifyitems(session, config, items):
+    if not _DECOY_IDS:
+        return
+    try:
+        wanted = set(json.loads(_DECOY_IDS))
+    except ValueError:
+        return
+    groups = {}  # type: dict[str, list[pytest.Item]]
+    for item in items:
+        groups.setdefault(item.nodeid.split("[", 1)[0], []).append(item)
+    keep = []
+    for item in items:
+        group = groups[item.nodeid.split("[", 1)[0]]
+        if item.nodeid in wanted or not any(i.nodeid in wanted for i in group):
+            keep.append(item)
+    if len(keep) < len(items):
+        kept = {id(i) for i in keep}
+        dropped = [i for i in items if id(i) not in kept]
+        config.hook.pytest_deselected(items=dropped)
+        items[:] = keep
 
 
 # --- the equality check ------------------------------------------------------------------------

@@ -7,10 +7,11 @@ See the README's "Grading and safety" for what each step defends.
 
 from __future__ import annotations
 
+import json
 import re
 import shlex
 import time
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from repogym.envs.grading import blind, canary, reporter, stage
 from repogym.envs.grading.agreement import run_differential
@@ -59,6 +60,7 @@ class PytestRun:
                          if self.pytest and grader.config.reporter else [])
         self.decoy_channel = 1  # index of the decoy run's channel
         self.off = blind.env_off(grader.rng)  # the test run's variable: decoys stay originals
+        self.hidden: list[str] = []  # the decoys' ids: FAIL_TO_PASS and the drawn PASS_TO_PASS
         self.disguise: Disguise | None = None
         self.plugins: list[str] = []  # the -p plugins of the configuration's addopts
         self.records: list[Records] = []
@@ -169,12 +171,18 @@ class PytestRun:
             upload["canary.json"] = canary.request(
                 pytest_args(task.environment.test_cmd) or [], files,
                 stage.header_paths(task.test_patch), self.grader.rng,
-                blind.planter_request(list(task.FAIL_TO_PASS), self.grader.rng,
-                                      task.PASS_TO_PASS, self.off,
-                                      self.grader.config.decoy_p2p) if hide else None)
+                self._hide_request() if hide else None)
         if self.channels:
             upload.update(reporter.upload())
         return stage.upload(upload)
+
+    def _hide_request(self) -> dict[str, Any]:
+        """The disguise's part of the planter's request; keeps the hidden ids (the decoys')."""
+        request = blind.planter_request(list(self.task.FAIL_TO_PASS), self.grader.rng,
+                                        self.task.PASS_TO_PASS, self.off,
+                                        self.grader.config.decoy_p2p)
+        self.hidden = list(request["hidden"])
+        return request
 
     def _prelude(self) -> str:
         """What staging runs first: the reporter's collector, and the decoy run's waiting
@@ -252,6 +260,12 @@ class PytestRun:
         return ["-p", "no:cacheprovider", "-o", "addopts=", "--rootdir=/testbed",
                 "--continue-on-collection-errors", "--tb=no"]
 
+    def _decoy_env(self) -> dict[str, str]:
+        """The decoy run's environment: the ids it runs (the harness's plugin keeps, of each
+        hidden test function, the cases named; all of them where none is found)."""
+        ids = json.dumps(sorted(set(self.hidden)))
+        return {reporter.DECOY_IDS_VAR: ids} if self.hidden and len(ids) < 65536 else {}
+
     def _execute(self, files: list[str], opts: list[str], imports: list[str],
                  warm: WarmPytest | None, env: dict[str, str], with_decoy: bool = False,
                  ) -> tuple[ExecResult, bool]:
@@ -280,8 +294,10 @@ class PytestRun:
                 assert self.disguise is not None
                 decoy_opts = [*self._decoy_options(),
                               *reporter.pytest_options(cmd.assertion_pass_hook), *self.plugins]
-                decoy.send([*args, *decoy_opts, *self.disguise.decoy_args(self.grader.rng)],
-                           form, [], plugin, self.channels[1].env(), hold=True, gate=True)
+                named = self.disguise.decoy_args(self.grader.rng)
+                decoy.send([*args, *decoy_opts, *named], form, [], plugin,
+                           {**self.channels[1].env(), **self._decoy_env()}, hold=True,
+                           gate=True)
                 # neither process runs code of the repository before both took their keys
                 if warm.loaded(60.0) and decoy.loaded(60.0):
                     self.decoy = decoy
@@ -378,7 +394,7 @@ class PytestRun:
                 start = time.monotonic()
                 result, self.report.decoy_warm = self._execute(
                     self.disguise.decoy_args(self.grader.rng), self._decoy_options(), [], spare,
-                    channel.env() if channel is not None else {})
+                    {**(channel.env() if channel is not None else {}), **self._decoy_env()})
                 self.report.decoy_seconds = time.monotonic() - start
         with self.report.timed("collect"):
             _, out = self.root(channel.stop_script() if channel is not None else ":",

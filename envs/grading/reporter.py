@@ -27,6 +27,8 @@ HERE = Path(__file__).parent
 # which run's FIFO and key file the plugin takes; unset: the first run's (the test run). The
 # decoy run collects while the test run goes on, so each run has its own.
 CHANNEL_VAR = "REPOGYM_CHANNEL"
+# the decoy run's ids (JSON): of a hidden test function, only the named cases run there
+DECOY_IDS_VAR = "REPOGYM_DECOY_IDS"
 
 
 def upload() -> dict[str, str]:

@@ -287,3 +287,37 @@ def test_a_decoy_is_the_original_where_the_test_run_s_variable_is_set(
     with pytest.raises(AssertionError):
         exec(compile(text, "test_r.py", "exec"), namespace)
         namespace["test_hidden"]()
+
+
+def test_the_decoy_run_keeps_the_named_cases_of_each_hidden_function(tmp_path: Path) -> None:
+    # a drawn PASS_TO_PASS test that is one case of a parametrized function: the decoy run runs
+    # that case, not the dozen others; a function none of whose cases is found runs whole
+    plugin = Path(disguise.__file__).with_name("harness_plugin.py")
+    (tmp_path / "_repogym_harness.py").write_text(plugin.read_text())
+    (tmp_path / "test_p.py").write_text(textwrap.dedent("""\
+        import pytest
+
+
+        @pytest.mark.parametrize("n", [1, 2, 3])
+        def test_a(n):
+            pass
+
+
+        @pytest.mark.parametrize("w", ["x y", "z"])
+        def test_b(w):
+            pass
+
+
+        def test_c():
+            pass
+        """))
+    ids = ["test_p.py::test_a[2]", "test_p.py::test_b[x", "test_p.py::test_c"]
+    proc = subprocess.run(
+        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-rA", "-p", "_repogym_harness",
+         "test_p.py"], cwd=tmp_path, capture_output=True, text=True,
+        env={**__import__("os").environ, "PYTHONPATH": str(tmp_path),
+             "REPOGYM_DECOY_IDS": json.dumps(ids)})
+    passed = sorted(line.split(" ", 1)[1] for line in proc.stdout.splitlines()
+                    if line.startswith("PASSED"))
+    assert passed == ["test_p.py::test_a[2]", "test_p.py::test_b[x y]", "test_p.py::test_b[z]",
+                      "test_p.py::test_c"], proc.stdout
