@@ -31,7 +31,7 @@ from repogym.envs.grading.report import GradingReport
 from repogym.envs.grading.reporter import Channel, Records
 from repogym.envs.grading.results import parse_log
 from repogym.envs.grading.stage import OUT, Staged
-from repogym.envs.grading.testcmd import pytest_args, runs_pytest, test_files
+from repogym.envs.grading.testcmd import pytest_args, runs_pytest, state_outside, test_files
 from repogym.envs.grading.verdict import Verdict
 from repogym.envs.grading.warm_pytest import WarmPytest, pytest_argv
 from repogym.envs.sandbox.base import ExecResult
@@ -306,7 +306,7 @@ class PytestRun:
                 decoy.go()
                 warm.go()
             return warm.finish(self.box, timeout, config.log_limit, self.end_user), True
-        command = f"{cmd.test_cmd} {shlex.join(opts)} {shlex.join(files)}"
+        command = f"{state_outside(cmd.test_cmd)} {shlex.join(opts)} {shlex.join(files)}"
         exports = dict(env)
         if self.channels:
             command = f"export {reporter.env_assignment()}; {command}"

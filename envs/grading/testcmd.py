@@ -17,6 +17,7 @@ status check) when both hold:
 from __future__ import annotations
 
 import functools
+import re
 import shlex
 
 from repogym.envs.grading.results import parser_for
@@ -83,6 +84,58 @@ def _segment_args(words: list[str]) -> list[str] | None:
     if words and words[0].rsplit("/", 1)[-1] == "tox" and "--" in words:
         return words[words.index("--") + 1 :]
     return None
+
+
+TOX_WORKDIR = "/tmp/repogym-tox"
+_TOX_WORD = re.compile(r"(?<![\w./-])((?:[\w./-]*/)?tox)(?=\s)")
+
+
+def state_outside(test_cmd: str) -> str:
+    """The test command with the runner's own state kept out of the repository.
+
+    A grading run may not make folders in /testbed (a new ``conftest.py`` there would change
+    the run), and tox makes its work folder (``.tox``) in the repository's root: it gets
+    ``--workdir`` in /tmp (sphinx-doc__sphinx-8506: ``PermissionError: '/testbed/.tox'``,
+    every test missing). SWE-bench runs the same command as root in a writable /testbed.
+
+    With ``--current-env`` (tox-current-env), tox runs the tests with links to the running
+    interpreter in ``WORKDIR/ENV/bin``; in repogym's images that interpreter is a virtual
+    environment's, and a link to it outside the environment starts Python without it (no
+    pytest, no project: SWE-bench's conda environments have no such trouble). So each named
+    environment's folder is made first as a view of the image's virtual environment (its
+    ``pyvenv.cfg``, its ``lib``), which the links then start in."""
+    if not _TOX_WORD.search(test_cmd) or "--workdir" in test_cmd:
+        return test_cmd
+    command = _TOX_WORD.sub(rf"\1 --workdir {TOX_WORKDIR}", test_cmd, count=1)
+    names = tox_envs(test_cmd) if "--current-env" in test_cmd else []
+    if not names:
+        return command
+    folders = " ".join(shlex.quote(f"{TOX_WORKDIR}/{name}") for name in names)
+    view = (f'if [ -f "${{VIRTUAL_ENV:-}}/pyvenv.cfg" ]; then for __rg_env in {folders}; do '
+            'mkdir -p "$__rg_env/bin" && cp "$VIRTUAL_ENV/pyvenv.cfg" "$__rg_env/" && '
+            'ln -sfn "$VIRTUAL_ENV/lib" "$__rg_env/lib"; done; fi; ')
+    return view + command
+
+
+def tox_envs(test_cmd: str) -> list[str]:
+    """The environments a tox command names with ``-e``/``--env`` (before its ``--``)."""
+    try:
+        words = shlex.split(test_cmd)
+    except ValueError:
+        return []
+    words = words[:words.index("--")] if "--" in words else words
+    names: list[str] = []
+    for i, word in enumerate(words):
+        value = None
+        if word in ("-e", "--env") and i + 1 < len(words):
+            value = words[i + 1]
+        elif word.startswith("--env="):
+            value = word.split("=", 1)[1]
+        elif word.startswith("-e") and len(word) > 2 and not word.startswith("--"):
+            value = word[2:]
+        if value:
+            names += [n for n in value.split(",") if re.fullmatch(r"[\w.-]+", n)]
+    return names
 
 
 def runs_pytest(env: Environment) -> bool:

@@ -35,6 +35,7 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
+from repogym.envs.grading.testcmd import tox_envs
 from repogym.tasks.schema import PYTHON_SUITES
 
 from . import conda_env
@@ -150,6 +151,11 @@ def translate(spec: dict[str, Any], repo: str, mirror: Path | None, commit: str,
     test_cmd = str(spec.get("test_cmd") or "pytest -rA")
     if isinstance(spec.get("test_cmd"), list):
         raise SpecError("a test_cmd with several commands cannot be graded as one run")
+    view = tox_view(test_cmd)
+    if view:
+        setup.append(view)
+        notes.append("tox --current-env's environment folder made a view of the image's "
+                     "virtual environment, so the harness's own command runs the tests in it")
     prefix = [str(c) for c in spec.get("eval_commands") or []]
     if prefix:
         test_cmd = " && ".join([*prefix, test_cmd])
@@ -164,6 +170,24 @@ def translate(spec: dict[str, Any], repo: str, mirror: Path | None, commit: str,
     if spec.get("log_parser"):
         env["log_parser"] = str(spec["log_parser"])
     return Translated(env, provenance)
+
+
+def tox_view(test_cmd: str) -> str | None:
+    """A setup command for a test command run by ``tox --current-env``: tox-current-env
+    starts the tests with links to the running interpreter in ``.tox/ENV/bin``, and a link to
+    a virtual environment's interpreter outside it starts Python without the environment (no
+    pytest, no project; SWE-bench's conda environments have no such trouble). Each named
+    environment's folder is made a view of the image's environment (its ``pyvenv.cfg`` and
+    ``lib``), which the links then start in, as SWE-bench's eval script runs them. The folder
+    is one git ignores in such repositories (Sphinx's ``.tox/``)."""
+    if "--current-env" not in test_cmd:
+        return None
+    names = tox_envs(test_cmd)
+    if not names:
+        return None
+    folders = " ".join(shlex.quote(f".tox/{name}") for name in names)
+    return (f'for env in {folders}; do mkdir -p "$env/bin" && cp "$VIRTUAL_ENV/pyvenv.cfg" '
+            '"$env/" && ln -sfn "$VIRTUAL_ENV/lib" "$env/lib"; done')
 
 
 def _uses_scm(mirror: Path, commit: str) -> bool:
