@@ -56,9 +56,10 @@ LABEL_SPEC = "org.repogym.spec"
 LABEL_COMMIT = "org.repogym.repo-commit"
 LABEL_USER = "org.repogym.user"
 RECIPE_VERSION = "2"  # the base images
-REPO_RECIPE = "6"  # repository images (4: what setup writes is committed, ``settle_script``;
+REPO_RECIPE = "7"  # repository images (4: what setup writes is committed, ``settle_script``;
 #                    5: the repository is importable by plain `pytest`, ``_IMPORTABLE``;
-#                    6: the install's copies of repository files are links, ``install_links``)
+#                    6: the install's copies of repository files are links, ``install_links``;
+#                    7: build tools the repository imports stay, ``installed.imported_tools``)
 LANG_RECIPE = "2"  # other languages' repository layer
 PRISTINE = "/opt/repogym-pristine"
 PIP = "pip==26.0.1"

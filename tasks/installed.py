@@ -299,6 +299,36 @@ def check(wanted: dict[str, Any]) -> list[str]:
     return missing
 
 
+# modules of the build tools that a project's code imports at run time, by distribution
+_TOOL_MODULES = {"pkg_resources": "setuptools", "setuptools": "setuptools", "wheel": "wheel",
+                 "pip": "pip"}
+_TOOL_IMPORT = re.compile(r"^\s*(?:from|import)\s+(pkg_resources|setuptools|wheel|pip)\b",
+                          re.MULTILINE)
+
+
+def imported_tools(root: str) -> set[str]:
+    """The build tools the repository's code imports (Sphinx's ``from pkg_resources import
+    iter_entry_points``, a test's ``importorskip("pkg_resources")`` aside): they are needed,
+    as an installed distribution's requirement is. The root ``setup.py`` does not count: it
+    runs at install, not in the tests."""
+    found: set[str] = set()
+    for folder, dirs, files in os.walk(root):
+        dirs[:] = [d for d in dirs if not d.startswith(".") and d not in ("build", "dist")]
+        for name in files:
+            path = os.path.join(folder, name)
+            if not name.endswith(".py") or path == os.path.join(root, "setup.py"):
+                continue
+            try:
+                with open(path, encoding="utf-8", errors="replace") as f:
+                    text = f.read()
+            except OSError:
+                continue
+            found |= {_TOOL_MODULES[m] for m in _TOOL_IMPORT.findall(text)}
+            if len(found) == len(set(_TOOL_MODULES.values())):
+                return found
+    return found
+
+
 def prune(wanted: dict[str, Any]) -> list[str]:
     """Uninstalls the build tools nobody asked for or needs; returns their names."""
     installed = _installed()
@@ -309,6 +339,7 @@ def prune(wanted: dict[str, Any]) -> list[str]:
                 match = _NAME.match(req)
                 if match and "extra ==" not in req:
                     needed.add(canonical(match.group(1)))
+    needed |= imported_tools(os.getcwd())
     local = set(wanted.get("paths", [])) | {os.getcwd()}
     gone = [t for t in BUILD_TOOLS if t in installed and t not in needed and not any(
         _within(s, p) for s in _sources(installed[t][1]) for p in local)]
