@@ -47,6 +47,13 @@ SPEC_KEYS = {"python", "packages", "pip_packages", "pre_install", "install", "te
              "eval_commands", "reqs_path", "env_yml_path", "log_parser", "no_use_env",
              "execute_test_as_nonroot", "nano_cpus", "env_patches"}
 START, END = ">>>>> Start Test Output", ">>>>> End Test Output"
+# The package index as swebench 4's specs knew it. Their pins reach mid-2024 (tox 4.16.0,
+# setuptools 70.0.0); what they leave unpinned (a project's own requirements, ``pip install
+# pytest``) resolved then to the versions of then. Today's index has moved on: setuptools 81
+# dropped pkg_resources, which Sphinx 3 imports (every test of sphinx-doc__sphinx-8506 failed
+# to import). pip resolves as of this date in the images these specs build.
+INDEX_DATE = "2024-10-01T00:00:00Z"
+INDEX_AS_OF = f"python -m pip config --site set install.uploaded-prior-to {INDEX_DATE}"
 
 
 class SpecError(ValueError):
@@ -135,7 +142,8 @@ def translate(spec: dict[str, Any], repo: str, mirror: Path | None, commit: str,
     # swebench's environment image holds the packages, its instance image the checkout, the
     # pre-install commands (they edit the repository's files) and the install: so here
     # (``repogym.tasks.env_image``), the install pre-run at the environment setup commit
-    env_setup = _package_steps(spec, repo, mirror, commit, notes)
+    env_setup = [INDEX_AS_OF, *_package_steps(spec, repo, mirror, commit, notes)]
+    notes.append(f"the package index as of {INDEX_DATE} (pip's uploaded-prior-to)")
     setup = [str(cmd) for cmd in spec.get("pre_install") or []]
     install = spec.get("install")
     if install:
