@@ -152,13 +152,22 @@ class DatasetRun:
         self.log(f"{len(candidates)} instances, {len(candidates) - len(todo)} done already, "
                  f"{len(todo)} to do, {self.options.workers} at a time")
         start = time.monotonic()
-        with ThreadPoolExecutor(max_workers=self.options.workers) as pool:
-            futures = {pool.submit(self.one, c, r): c for c, r in todo}
+        pool = ThreadPoolExecutor(max_workers=self.options.workers)
+        futures = [pool.submit(self.one, c, r) for c, r in todo]
+        try:
             for n, future in enumerate(as_completed(futures), 1):
                 record = future.result()
                 elapsed = time.monotonic() - start
                 self.log(f"[{n}/{len(todo)}] {summary_line(record)} "
                          f"({elapsed / n:.0f} s per instance so far)")
+        except BaseException:
+            # Ctrl-C (or a bug): no new instance starts; those under way end their stage
+            # (each stage's record is written as it ends), and the same command goes on
+            self.log("stopping: the instances under way finish; run the same command again "
+                     "to go on")
+            pool.shutdown(wait=False, cancel_futures=True)
+            raise
+        pool.shutdown()
         records = [r for c in candidates if (r := self.state.read(c.instance_id))]
         self.write_suite(records)
         return records
