@@ -32,7 +32,8 @@ OK, FAILED, BAD_INPUT, INTERRUPTED, PIPE_CLOSED = 0, 1, 2, 130, 141
 COMMANDS: dict[str, tuple[str, str]] = {
     "doctor": ("repogym.scripts.doctor",
                "check Docker, images and their disk use, disk; remove leftovers"),
-    "images": ("repogym.scripts.images_cmd", "build the images a suite needs"),
+    "images": ("repogym.scripts.images_cmd",
+               "build the images a suite needs; prune them to a disk budget"),
     "tasks": ("repogym.scripts.tasks_cmd", "validate suites, make tasks from repositories"),
     "eval": ("repogym.scripts.eval_cmd", "run an agent on a suite, or grade SWE-bench predictions"),
     "swebench": ("repogym.scripts.swebench_cmd",

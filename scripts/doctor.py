@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import shutil
+import statistics
 from collections import Counter
 from typing import Any
 
@@ -39,6 +40,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                    "--keep suites use, and that no container was made from")
     p.add_argument("--dry-run", action="store_true",
                    help="with --prune-images: say what would be removed, remove nothing")
+    p.add_argument("--suite", action="append", default=[], metavar="SUITE",
+                   help="also report this suite's disk use: its task and environment images, "
+                   "built or missing, shared layers counted once (repeatable)")
     p.add_argument("--json", default=None, help="write the report as JSON to this path "
                    "(- for stdout)")
     p.add_argument("--backend", default=None, choices=sorted(BACKENDS),
@@ -111,6 +115,7 @@ def _engine_report(client: Any, args: argparse.Namespace, local: bool = True
     if args.images:
         rows = [[i.name, i.kind, _mb(i.size), _mb(i.own), str(i.containers)] for i in images]
         print(table(rows, ["image", "kind", "size", "own layers", "containers"]))
+    suite_use = [_suite_report(client, images, suite) for suite in args.suite]
     removed: list[str] = []
     if args.prune_images:
         removed = _prune(client, spare, args.dry_run)
@@ -131,7 +136,7 @@ def _engine_report(client: Any, args: argparse.Namespace, local: bool = True
         "features": features.as_json(),
         **{k: v for k, v in report.items() if k != "summary"},
         "images": [_image_json(i) for i in images],
-        "unused": [i.name for i in spare], "images_removed": removed,
+        "unused": [i.name for i in spare], "images_removed": removed, "suites": suite_use,
         "containers": [c.name for c in mine], "leftovers": [c.name for c in dead],
         "removed": left,
     }
@@ -158,6 +163,25 @@ def _images_report(client: Any, images: list[Image], spare: list[Image], suites:
                      f"{_gb(unused_disk)} of their own layers")
     return {"summary": "\n".join(lines), "disk_use": real, "nominal_size": nominal,
             "unused_disk": unused_disk, "kept_suites": suites, "counts": dict(counts)}
+
+
+def _suite_report(client: Any, images: list[Image], suite: str) -> dict[str, Any]:
+    """What one suite's images take: task and environment images built and missing, their
+    disk use with shared layers counted once, and the task images' own layers."""
+    tasks, envs = image_usage.suite_tags([suite])
+    held = [i for i in images if set(i.tags) & (tasks | envs)]
+    names = {t for i in held for t in i.tags}
+    own = sorted(i.own for i in held if i.kind in image_usage.TASK_KINDS)
+    disk = image_usage.disk_use(client, held) if held else 0
+    built_tasks, built_envs = len(tasks & names), len(envs & names)
+    median = statistics.median(own) if own else None
+    print(f"suite {suite}: {built_tasks} of {len(tasks)} task images and {built_envs} of "
+          f"{len(envs)} environment images built, {_gb(disk)} on disk with shared layers "
+          "counted once" + (f"; own layers per task image: median {_mb(median)}, largest "
+                            f"{_mb(own[-1])}" if median is not None else ""))
+    return {"suite": suite, "task_images": len(tasks), "task_images_built": built_tasks,
+            "environment_images": len(envs), "environment_images_built": built_envs,
+            "disk_use": disk, "own_median": median, "own_max": own[-1] if own else None}
 
 
 def _prune(client: Any, spare: list[Image], dry_run: bool) -> list[str]:

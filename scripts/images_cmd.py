@@ -1,12 +1,16 @@
-"""`repogym images build --suite S`: builds (cached) every image a suite needs."""
+"""`repogym images build --suite S`: builds (cached) every image a suite needs; `repogym images
+prune --budget SIZE`: removes least recently used task images until the images fit."""
 
 from __future__ import annotations
 
 import argparse
 import time
 
+from repogym.envs.sandbox.client import docker_client
 from repogym.envs.sandbox.trees import export_tree, store
 from repogym.scripts.common import progress, table, write_json
+from repogym.tasks.image_lru import parse_size
+from repogym.tasks.image_usage import prune_to
 from repogym.tasks.images import ensure_base, ensure_image, image_info, image_tag, measure_base
 from repogym.tasks.schema import PYTHON_SUITES, SPLITS
 from repogym.tasks.suite import ALL, load_suite
@@ -28,6 +32,17 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                    help="only the images of this split's tasks (default: all)")
     e.add_argument("--json", default=None, help="write results as JSON here (- for stdout)")
     e.set_defaults(func=export)
+    prune = isub.add_parser("prune", help="remove least recently used task images to fit a "
+                            "disk budget (a removed image is built again when next needed)")
+    prune.add_argument("--budget", required=True, type=_size, metavar="SIZE",
+                       help="what the images may take, shared layers counted once (12GB, "
+                       "500MB, 1.5GiB)")
+    prune.add_argument("--suite", action="append", default=None, metavar="SUITE",
+                       help="only the images of this suite count and go (repeatable; default: "
+                       "every repogym image counts, every task image may go)")
+    prune.add_argument("--dry-run", action="store_true", help="say what would go, remove nothing")
+    prune.add_argument("--json", default=None, help="write results as JSON here (- for stdout)")
+    prune.set_defaults(func=prune_images)
     base = isub.add_parser("base", help="build (cached) the base image of Python versions")
     base.add_argument("--python", default=["3.11"], type=_versions, metavar="VERSIONS",
                       help=f"a version, several (3.9,3.13) or all ({', '.join(PYTHON_SUITES)}; "
@@ -37,6 +52,32 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                            "seconds and sizes (nothing cached is used or replaced)")
     base.add_argument("--json", default=None, help="write results as JSON here (- for stdout)")
     base.set_defaults(func=build_base)
+
+
+def _size(text: str) -> int:
+    try:
+        return parse_size(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from exc
+
+
+def prune_images(args: argparse.Namespace) -> int:
+    client = docker_client()
+    done = prune_to(client, args.budget, args.suite, args.dry_run)
+    scope = f"the images of {', '.join(args.suite)}" if args.suite else "repogym's images"
+    verb = "would remove" if args.dry_run else "removed"
+    gone = done["evict"] if args.dry_run else done["removed"]
+    print(f"{scope}: {done['before'] / 1e9:.2f} GB (shared layers counted once), budget "
+          f"{done['budget'] / 1e9:.2f} GB; {verb} {len(gone)} images, "
+          f"{done['after'] / 1e9:.2f} GB left" + ("" if done["fits"] else
+                                                  " (still over: what is left is shared or in "
+                                                  "use)"))
+    for name in gone:
+        print(f"  {name}")
+    for line in done["failed"]:
+        print(f"  kept {line}")
+    write_json(args.json, done)
+    return 0 if done["fits"] else 1
 
 
 def _versions(text: str) -> list[str]:

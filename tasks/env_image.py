@@ -40,7 +40,7 @@ from repogym.envs.sandbox.client import docker_client
 from repogym.envs.sandbox.engines import copy_image
 from repogym.errors import ImageBuildError
 from repogym.progress import Progress
-from repogym.tasks import images, installed
+from repogym.tasks import image_lru, images, installed
 from repogym.tasks.build import BUILD_DIR, Layer, build_layer
 from repogym.tasks.repo import export_tree
 from repogym.tasks.schema import Environment, Task
@@ -91,6 +91,7 @@ def ensure_env(task: Task, progress: Progress = print) -> images.BuiltImage:
     """The task's environment image, built unless an identical one exists."""
     client = docker_client()
     tag = env_tag(task)
+    image_lru.record_use(tag)
     with tag_lock(tag):
         if images._has_image(client, tag) or copy_image(tag, client):
             return images.BuiltImage(tag, "", True, 0.0)

@@ -15,11 +15,14 @@ from pathlib import Path
 from typing import Any
 
 from repogym.envs.sandbox.features import engine_features
+from repogym.tasks import image_lru
+from repogym.tasks.env_image import env_tag, is_shared
+from repogym.tasks.image_lru import Candidate, Layer
 from repogym.tasks.images import LABEL_COMMIT, LABEL_SPEC, image_tag
 from repogym.tasks.suite import BUILTIN, load_suite
 
 TASK_KINDS = ("repo", "layer")  # images made for tasks; base and rootfs are shared by all
-KINDS = ("base", "rootfs", *TASK_KINDS, "untagged")
+KINDS = ("base", "rootfs", "toolchain", "env", *TASK_KINDS, "untagged")
 
 
 @dataclass(frozen=True)
@@ -104,6 +107,55 @@ def _layered(task: Any, layered_tag: Any) -> set[str]:
     except Exception:  # noqa: BLE001 - not pulled: no layered image can exist either
         return set()
     return {layered_tag(base.id, task)}
+
+
+def suite_tags(suites: Iterable[str | Path]) -> tuple[set[str], set[str]]:
+    """The task images and the environment images the tasks of ``suites`` use (built or
+    not)."""
+    tasks_, envs = needed_tags(suites), set()
+    for suite in suites:
+        envs |= {env_tag(t) for t in load_suite(suite) if is_shared(t.environment)}
+    return tasks_, envs
+
+
+def layers_of(client: Any, image: Image) -> tuple[frozenset[Layer], Layer | None]:
+    """An image's layers (as ``disk_use`` knows them) and its own last one."""
+    history = client.api.history(image.id)
+    layers = [(str(h.get("CreatedBy")), str(h.get("Created")), int(h.get("Size") or 0))
+              for h in history]
+    sized = frozenset(layer for layer in layers if layer[2] > 0)
+    return sized, next((layer for layer in layers if layer[2] > 0), None)
+
+
+def candidates(client: Any, images: list[Image]) -> list[Candidate]:
+    """``images`` as :func:`repogym.tasks.image_lru.plan` sees them: layers, last use."""
+    def one(image: Image) -> Candidate:
+        layers, top = layers_of(client, image)
+        used = max((t for tag in image.tags if (t := image_lru.last_use(tag)) is not None),
+                   default=None)
+        if used is None:
+            used = image_lru.created(str(client.images.get(image.id).attrs.get("Created")))
+        return Candidate(image.name, image.kind, layers, top, used, image.containers)
+
+    with ThreadPoolExecutor(max_workers=8) as pool:
+        return list(pool.map(one, images))
+
+
+def prune_to(client: Any, budget: int, suites: list[str] | None = None, dry_run: bool = False
+             ) -> dict[str, Any]:
+    """Removes least recently used task images (then environment images nothing is built on)
+    until repogym's images, or those of ``suites``, fit in ``budget`` bytes."""
+    images = repogym_images(client)
+    if suites:
+        tasks_, envs = suite_tags(suites)
+        images = [i for i in images if set(i.tags) & (tasks_ | envs)]
+    found = candidates(client, images)
+    evict, before, after = image_lru.plan(found, budget)
+    by_name = {i.name: i for i in images}
+    removed, failed = ([], []) if dry_run else remove(client, [by_name[c.name] for c in evict])
+    return {"budget": budget, "before": before, "after": after, "images": len(images),
+            "evict": [c.name for c in evict], "removed": removed, "failed": failed,
+            "dry_run": dry_run, "fits": after <= budget}
 
 
 def unused(images: list[Image], needed: set[str]) -> list[Image]:

@@ -42,7 +42,7 @@ from repogym.envs.sandbox.engines import copy_image
 from repogym.envs.sandbox.util import DIFF_EXCLUDES
 from repogym.errors import ImageBuildError, SetupFailed, SetupIncomplete
 from repogym.progress import Progress
-from repogym.tasks import install_links, installed
+from repogym.tasks import image_lru, install_links, installed
 from repogym.tasks.build import BUILD_DIR, Layer, build_layer
 from repogym.tasks.repo import SNAPSHOT_ENV, export_tree, snapshot
 from repogym.tasks.rootfs import debootstrap, rootfs_tag
@@ -305,7 +305,15 @@ def image_tag(task: Task) -> str:
 
 
 def ensure_image(task: Task, progress: Progress = print) -> BuiltImage:
-    """The task's image, built (with its base) unless an identical one exists."""
+    """The task's image, built (with its base) unless an identical one exists; its use is
+    recorded (``repogym images prune --budget`` removes the least recently used first, and
+    the next call here builds a removed one again)."""
+    built = _ensure_image(task, progress)
+    image_lru.record_use(built.tag)
+    return built
+
+
+def _ensure_image(task: Task, progress: Progress) -> BuiltImage:
     from repogym.tasks.env_image import ensure_env, is_shared  # builds on this module
     from repogym.tasks.layer import ensure_layered  # a dataset's image that holds the repo
 
