@@ -5,6 +5,7 @@
     repogym eval --suite S --predictions preds.jsonl --workers 4 --out runs/preds
     repogym eval --suite demo --agent gold --ray local        # or --ray auto, --ray HEAD:6379
     repogym eval --rerun runs/demo/gold                        # repeat a run from its config
+    repogym eval --suite demo --agent gold --repeat 3          # verdict stability per task
 
 Writes OUT/results.jsonl, OUT/summary.json, OUT/report.html and OUT/config.json; running the
 same command again resumes (finished tasks are skipped).
@@ -18,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from repogym.agents.evaluation.progress import make_progress
+from repogym.agents.evaluation.repeat import format_stability, run_repeated
 from repogym.agents.evaluation.runner import EvalConfig, rerun, run_eval
 from repogym.agents.registry import agent_names
 from repogym.envs.backends import BACKENDS
@@ -67,6 +69,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                    help="repeat the run recorded in DIR/config.json (into --out or DIR-rerun-*)")
     p.add_argument("--trajectories", default=None, choices=["atif", "openai"],
                    help="also write OUT/trajectories/*.json in this format (needs records)")
+    p.add_argument("--repeat", type=int, default=1, metavar="N",
+                   help="run every task N times (into OUT/repeat-1 .. OUT/repeat-N) and report "
+                   "how stable each task's verdict is (OUT/stability.json)")
     p.add_argument("--quiet", action="store_true", help="no progress output")
     p.add_argument("--backend", default=None, choices=sorted(BACKENDS),
                    help="the sandbox backend (default: REPOGYM_BACKEND, else docker): podman "
@@ -77,6 +82,16 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     progress = make_progress(args.quiet)
+    if args.repeat > 1 and not args.rerun:
+        if not args.suite:
+            raise ValueError("give --suite SUITE with --repeat")
+        combined = run_repeated(config_from_args(args), args.repeat, progress)
+        print(format_stability(combined))
+        write_json(args.json, combined)
+        if combined["excluded"]:
+            print(f"{combined['excluded']} episodes failed outside the agent; run the same "
+                  "command again to retry them.")
+        return 1 if combined["excluded"] else 0
     if args.rerun:
         summary = rerun(args.rerun, args.out, progress)
     else:

@@ -160,3 +160,15 @@ def test_local_ray_gives_the_same_results(suite: Path, gold_run: Path, tmp_path:
     assert {i: [r[k] for k in keys] for i, r in on_ray.items()} == {
         i: [r[k] for k in keys] for i, r in threads.items()}
     assert summary["resolved"] == 2
+
+
+def test_repeat_reports_the_stability_of_each_verdict(suite: Path, tmp_path: Path,
+                                                      capsys: Any) -> None:
+    out = tmp_path / "repeated"
+    assert main(["eval", "--suite", str(suite), "--agent", "gold", "--workers", "2",
+                 "--repeat", "2", "--out", str(out), "--quiet"]) == 0
+    found = json.loads((out / "stability.json").read_text())
+    assert found["repeat"] == 2 and found["stable"] == found["tasks"] == 2
+    assert found["per_task"]["calc__add"]["verdicts"] == ["R", "R"]
+    assert (out / "repeat-1" / "results.jsonl").exists() and (out / "repeat-2" / "report.html")
+    assert "2 of 2 tasks gave the same verdict in every run" in capsys.readouterr().out
