@@ -1,5 +1,6 @@
-"""`repogym images build --suite S`: builds (cached) every image a suite needs; `repogym images
-prune --budget SIZE`: removes least recently used task images until the images fit."""
+"""`repogym images build --suite S`: builds (cached) every image a suite needs; `export`: the
+same as root file systems; `prune --budget SIZE`: removes least recently used task images
+until the images fit."""
 
 from __future__ import annotations
 

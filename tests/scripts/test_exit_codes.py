@@ -17,7 +17,11 @@ from repogym.scripts.cli import COMMANDS, main
 BAD_INPUT: dict[str, list[list[str]]] = {
     "doctor": [["doctor", "--prune-images", "--dry-run", "--keep", "no-such-suite"]],
     "images": [["images", "build", "--suite", "no-such-suite"],
-               ["images", "base", "--python", "2.7"]],
+               ["images", "base", "--python", "2.7"],
+               ["images", "prune", "--budget", "lots"]],
+    "swebench": [["swebench", "run", "{tmp}/missing.jsonl", "--out", "{tmp}/s"],
+                 ["swebench", "run", "{tmp}/bad.jsonl", "--out", "{tmp}/s", "--kinds", "bogus"],
+                 ["swebench", "report", "--out", "{tmp}/nothing-run"]],
     "tasks": [["tasks", "validate", "--suite", "{tmp}/bad.jsonl"],
               ["tasks", "validate", "--suite", "demo", "--task", "demo__nope-1"],
               ["tasks", "validate"],
