@@ -57,8 +57,9 @@ class SWEEnv(gym.Env[str, Any]):
     is, how to call the tools); ``info`` holds the task's id, split, kind, repository, problem
     statement, image and the tools' schemas. After a step: the tool's output (head and tail when
     long). A bash command that fails ends its observation with ``[exit code N]`` (the model
-    reads only the observation); programs read ``info["exit_code"]``, ``info["timed_out"]``
-    and ``info["output"]``, the command's output without those notes, and never parse it.
+    reads only the observation); programs read ``info["exit_code"]`` (bash steps only),
+    ``info["timed_out"]`` and ``info["output"]``, the command's output without those notes,
+    and never parse it.
 
     ## Rewards
     0.0 on every step but the last. On ``submit`` the reward comes from ``reward``:
@@ -373,8 +374,9 @@ class SWEEnv(gym.Env[str, Any]):
             parsed = {"name": call.name, "arguments": call.arguments}
             result = self.toolbox.call(call)
             obs, info["action_error"] = result.output, result.error
-            info.update(tool=call.name, exit_code=result.exit_code, timed_out=result.timed_out,
-                        output=result.command_output)
+            info.update(tool=call.name, timed_out=result.timed_out, output=result.command_output)
+            if result.exit_code is not None:  # bash only: a None among ints breaks vector envs
+                info["exit_code"] = result.exit_code
             submitted = result.submitted and result.error is None
         except ActionError as exc:
             obs, info["action_error"], submitted = str(exc), str(exc), False

@@ -143,6 +143,23 @@ def test_async_vector_env_runs_episodes(toy_task: Task, toy_image: str) -> None:
         envs.close()
 
 
+def test_a_vector_env_steps_a_command_and_another_tool_together(toy_task: Task) -> None:
+    """A bash step (an int exit code) beside a step of another tool in one vector step: a None
+    exit code there broke Gymnasium's info arrays (TypeError), the README's example found it."""
+    envs = gym.make_vec("repogym/SWE-v0", num_envs=2, vectorization_mode="sync",
+                        tasks=[toy_task], sandbox="fake")
+    try:
+        envs.reset(seed=0)
+        _, _, _, _, info = envs.step(['{"tool": "bash", "command": "exit 3"}',
+                                      '{"tool": "view", "path": "calc/__init__.py"}'])
+        assert list(info["_exit_code"]) == [True, False] and info["exit_code"][0] == 3
+        _, _, terminated, _, _ = envs.step(['{"tool": "bash", "command": "true"}',
+                                            '{"tool": "submit"}'])
+        assert list(terminated) == [False, True]
+    finally:
+        envs.close()
+
+
 def test_unknown_task_id_lists_close_matches(toy_task: Task, sandbox: str) -> None:
     env = gym.make("repogym/SWE-v0", tasks=[toy_task], sandbox=sandbox)
     with pytest.raises(repogym.TaskError, match="toy__calc-1"):
