@@ -81,6 +81,8 @@ class Mirrors:
             raise TaskError(self.failed[repo])
         if self.repos is not None:
             found = find_mirror(self.repos, repo)
+            if found is not None and found.is_file():  # a bundle: git reads it as a clone
+                found = self._unbundled(found, repo)
             if found is not None:
                 if commit and not has_commit(found, commit):
                     raise TaskError(f"base commit missing: {commit} is not in {found}; "
@@ -90,6 +92,22 @@ class Mirrors:
                 raise TaskError(f"no mirror: put {repo} at {self.repos}/"
                                 f"{repo.replace('/', '__')}")
         return self._cached(repo, commit)
+
+    def _unbundled(self, bundle: Path, repo: str) -> Path:
+        """A bare mirror of ``bundle`` in the shared cache (made once; git cannot look up a
+        commit inside a bundle file)."""
+        path = cache_dir() / f"{repo.replace('/', '__')}.from-bundle.git"
+        if not path.exists():
+            path.parent.mkdir(parents=True, exist_ok=True)
+            proc = subprocess.run(["git", "clone", "--quiet", "--mirror", str(bundle.resolve()),
+                                   str(path)], capture_output=True, text=True)
+            if proc.returncode:
+                raise TaskError(f"{bundle} is no git bundle git can clone "
+                                f"({proc.stderr.strip()[-200:]}); give a mirror or a bundle")
+        else:
+            run_git(path, "fetch", "--quiet", str(bundle.resolve()), "+refs/*:refs/*",
+                    check=False)
+        return path
 
     def _cached(self, repo: str, commit: str | None) -> Path:
         path = cache_dir() / f"{repo.replace('/', '__')}.git"

@@ -249,3 +249,19 @@ def test_instances_the_file_lacks_are_named_and_refused(
     assert err.count("repogym: error:") == 1 and not out.exists()
     assert main(["tasks", "add", "swebench", str(file), "--repos", str(folder), "--no-validate",
                  "--instances", "pallets__flask-7", "--out", str(out)]) == 0
+
+
+def test_a_mirror_given_as_a_bundle_is_used(tmp_path: Path,
+                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    """--repos may hold DIR/owner__name.bundle: git cannot look a commit up in a bundle file
+    ('Not a directory'), so it is cloned once into the mirror cache."""
+    from repogym.tasks.sources.mirrors import Mirrors, has_commit
+
+    base = make_mirror(tmp_path / "src")
+    (tmp_path / "repos").mkdir()
+    subprocess.run(["git", "bundle", "create", "--quiet", str(tmp_path / "repos/o__n.bundle"),
+                    "--all"], cwd=tmp_path / "src", check=True)
+    monkeypatch.setenv("REPOGYM_MIRRORS", str(tmp_path / "cache"))
+    found = Mirrors(tmp_path / "repos", clone=False).get("o/n", base)
+    assert found.is_dir() and has_commit(found, base)
+    assert Mirrors(tmp_path / "repos", clone=False).get("o/n", base) == found  # made once
