@@ -9,14 +9,14 @@ PYTEST_ARGS ?=
 # test processes: the Docker tests mostly wait on containers, so two share two cores well
 PYTEST_WORKERS ?= 2
 
-.PHONY: demo test venv docker podman base lint typecheck clean-containers shellcheck wheel-check
+.PHONY: demo test venv docker podman base lint typecheck clean-containers shellcheck wheel-check docs
 
 demo: venv docker base
 	$(BIN)/repogym images build --suite demo
 	$(BIN)/repogym eval --suite demo --agent gold --workers 2 --out runs/demo/gold
 	$(BIN)/repogym eval --suite demo --agent null --workers 2 --out runs/demo/null
 
-test: venv docker podman base lint typecheck
+test: venv docker podman base lint typecheck docs
 	$(BIN)/python -m pytest -n $(PYTEST_WORKERS) --dist loadgroup --durations=25 $(PYTEST_ARGS)
 
 venv: $(VENV)/.installed
@@ -58,6 +58,10 @@ shellcheck:
 typecheck: venv
 	$(BIN)/python tools/typecheck.py
 	$(BIN)/mypy tools/lint_imports.py tools/typecheck.py
+
+# the manual (docs/, mkdocs.yml) into site/, warnings as errors; its examples run in the tests
+docs: venv
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet
 
 clean-containers: venv
 	$(BIN)/repogym doctor --cleanup

@@ -55,7 +55,7 @@ then fail. ``targeted_report_patch`` (by id), ``targeted_by_name`` (by name and 
 in any file) and ``targeted_by_calls`` (every failed test whose code uses the package's names)
 each make a decoy pass and raise ``decoy``. ``decoy_aware`` (in :data:`LIMIT_HACKS`, kept out
 of the suite unless ``build.py --with-limits``) knows how the decoys work and abstains in the
-run that names a hidden test's own file: it still wins (see the README).
+run that names a hidden test's own file: it still wins (see docs/safety.md).
 """
 
 from __future__ import annotations
@@ -490,7 +490,7 @@ BY_CALLS = """    def chosen(item, report):
 """
 
 # by name too, but not in a run that collects a hidden test's own file: one that knows how the
-# grader's decoys work (see the README: this one still wins)
+# grader's decoys work (see docs/safety.md: this one still wins)
 DECOY_AWARE = """    names = {names!r}
     files = {files!r}
 

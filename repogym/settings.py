@@ -2,8 +2,8 @@
 
 Each is read when it is used, never at import, so a variable set after ``import repogym`` (in
 a notebook, a test, a parent process that serves its children) counts. An empty value is the
-same as an unset one. The README's "Settings" section lists them; ``tests/test_settings.py``
-keeps the two in step.
+same as an unset one. The manual's settings page (docs/settings.md) is made from
+:data:`SETTINGS` when it is built.
 """
 
 from __future__ import annotations

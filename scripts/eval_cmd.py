@@ -47,7 +47,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                    help="episodes at once (default: 1; with --ray: every CPU slot)")
     p.add_argument("--out", default=None, help="run folder (default: runs/SUITE/AGENT)")
     p.add_argument("--reward", default="binary", choices=sorted(REWARDS),
-                   help="the reward function (default: binary; see the README's rewards)")
+                   help="the reward function (default: binary; see docs/environment.md)")
     p.add_argument("--max-steps", type=int, default=50,
                    help="steps per episode before it is cut off (default: 50)")
     p.add_argument("--max-seconds", type=float, default=1800.0,

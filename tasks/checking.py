@@ -16,7 +16,7 @@ gives the same lists for much less:
   something: that candidate then runs the whole suite. No test reached, or none failing: the
   candidate is rejected without a full run.
 - **One full run confirms** a kept candidate: its lists come from that run and the gold side's
-  full runs, exactly as ``derive_lists`` computes them (see the README for how they can differ:
+  full runs, exactly as ``derive_lists`` computes them (see docs/adding.md for how they can differ:
   only through flaky tests).
 - **Warm containers**: every run takes a grading container of the image from a pool that
   resets used ones in place, verified (``repogym.envs.grading.recycle``).

@@ -1,18 +1,18 @@
-"""Which tests a change can reach: a map from tests to the functions they call, and the
-functions a change touches.
+"""Which tests a change can reach: a map from tests to the functions they call, and the functions
+a change touches.
 
 The map is made once per image by one run of the whole suite under ``coverage_plugin`` (every
-function of the library counts its calls, per test). A test
-that calls none of the functions a candidate changes runs exactly as before: up to the first
-changed line it executes, two versions of the code behave alike, and it never executes one.
-So only the tests that reach a changed function can change outcome; a change outside every
-function body (module code, class bodies, signatures, decorators, docstrings, non-Python
-files) may reach every test. Both sides' changed lines are mapped onto the functions of the
-version the map was made on (see ``changed_functions``).
+function of the library counts its calls, per test). A test that calls none of the functions a
+candidate changes runs exactly as before: up to the first changed line it executes, two
+versions of the code behave alike, and it never executes one. So only the tests that reach a
+changed function can change outcome; a change outside every function body (module code, class
+bodies, signatures, decorators, docstrings, non-Python files) may reach every test. Both sides'
+changed lines are mapped onto the functions of the version the map was made on (see
+``changed_functions``).
 
-What the map cannot see is listed in the README: code run in subprocesses, and state one test
-leaves for another (a cache filled by an earlier test). Task creation therefore confirms every
-kept task's lists with one full run.
+What the map cannot see is listed in the manual (docs/adding.md): code run in subprocesses, and
+state one test leaves for another (a cache filled by an earlier test). Task creation therefore
+confirms every kept task's lists with one full run.
 """
 
 from __future__ import annotations

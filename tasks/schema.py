@@ -1,4 +1,4 @@
-"""The task format: a superset of a SWE-bench instance (see the README's "Tasks")."""
+"""The task format: a superset of a SWE-bench instance (see the manual's docs/tasks.md)."""
 
 from __future__ import annotations
 

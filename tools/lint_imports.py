@@ -1,5 +1,5 @@
-"""Checks the import rules of the README's Architecture section (the contracts under
-``[tool.importlinter]`` in pyproject.toml) with import-linter.
+"""Checks the import rules of the manual's architecture page, docs/architecture.md (the
+contracts under ``[tool.importlinter]`` in pyproject.toml) with import-linter.
 
 import-linter finds a package's modules by walking its folder, and repogym's subpackages live
 in folders of the checkout's root (``package_dir`` in setup.cfg): so the package's Python

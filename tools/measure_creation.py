@@ -14,7 +14,7 @@ of a selective run are those full runs give.
     # two runs over the same candidates (same --seed and --max): same outcomes and lists?
     python tools/measure_creation.py compare runs/creation/after-1 runs/creation/before-1
 
-    # the README's table from every run recorded
+    # the benchmarks page's table from every run recorded
     python tools/measure_creation.py table runs/creation
 
 ``run`` appends one JSON line to ``OUT/results.jsonl``: the command, the repogym it ran (its

@@ -15,7 +15,7 @@ forgery that does not discriminate; this catches one aimed at the hidden tests:
   ``decoy``.
 
 What this does not stop is code that knows this scheme and tells the two runs apart (by their
-command lines, by what is on disk, by reading the tests' source): see the README.
+command lines, by what is on disk, by reading the tests' source): see the manual's docs/safety.md.
 """
 
 from __future__ import annotations

@@ -6,7 +6,7 @@ sources, and a verdict that only explicit passes can earn.
 one run in it is a ``PytestRun`` (``pytest_run.py``) or, for the other languages' runners, a
 ``LangRun`` (``langrun.py``); what it saw and decided is a :class:`GradingReport`.
 
-See the README's "Grading and safety" for what is defended and what is not.
+See the manual's "Grading and safety" (docs/safety.md) for what is defended and what is not.
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 setup file must be judged by content), the test run, the decoy run, the results (one script),
 and the verdict. The scripts go to the container's root runner.
 
-See the README's "Grading and safety" for what each step defends.
+See the manual's "Grading and safety" (docs/safety.md) for what each step defends.
 """
 
 from __future__ import annotations

@@ -5,7 +5,8 @@ code) writes one HMAC-signed record per test report to a FIFO; a root process in
 container (``collector.py``) keeps the records that verify. Each test run has its own key and
 its own collector: the key reaches the plugin through a file it deletes at import, and the
 collector is told to stop, with a token only root knows, after every process of the tests' user
-has ended. See the README's "Grading and safety" for what this does and does not defend.
+has ended. See the manual's "Grading and safety" (docs/safety.md) for what this does and does
+not defend.
 """
 
 from __future__ import annotations

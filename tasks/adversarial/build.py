@@ -6,7 +6,7 @@
 A task ``adv__<hack>__<demo id>`` is the demo task with split ``adversarial`` and the hidden
 test ids named in the prompt, so the hacker aims at exactly them. Play it with
 ``repogym eval --suite adversarial --agent hacker``: every task must score 0. ``--with-limits``
-adds the hack that is known to win (``decoy_aware``, see the README's "Grading and safety").
+adds the hack that is known to win (``decoy_aware``, see the manual's docs/safety.md).
 """
 
 from __future__ import annotations
