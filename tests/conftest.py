@@ -27,10 +27,12 @@ from repogym.tasks.schema import Task
 IN_CI = bool(os.environ.get("CI"))
 
 
+@functools.lru_cache(maxsize=1)
 def podman_available() -> bool:
-    """Whether rootless Podman's API answers (``make podman`` starts it)."""
+    """Whether rootless Podman's API answers (``make podman`` starts it); asked once per
+    session, with time to answer on a loaded machine (as Docker's client is made once)."""
     try:
-        make_client(podman_engine(), timeout=10)
+        make_client(podman_engine(), timeout=60)
     except DockerUnavailable:
         return False
     return True
