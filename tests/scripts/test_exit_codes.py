@@ -39,8 +39,6 @@ BAD_INPUT: dict[str, list[list[str]]] = {
     "bench": [["bench", "--only", "no-such-section"]],
     "train": [["train", "--suite", "no-such-suite", "--model", "tiny"]],
     "gateway": [["gateway"], ["gateway", "--scripted", "gold", "--suite", "no-such-suite"]],
-    "swebench": [["swebench", "run", "{tmp}/missing.jsonl", "--out", "{tmp}/s"],
-                 ["swebench", "report", "--out", "{tmp}/no-such-run"]],
     "serve": [["serve", "--suite", "no-such-suite", "--token", "t"],
               ["serve", "--host", "0.0.0.0", "--token", "t"]],
 }
