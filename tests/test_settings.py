@@ -16,7 +16,7 @@ PACKAGES = ("repogym", "envs", "tasks", "agents", "scripts", "bench")
 READ = re.compile(r"""environ(?:\.get\(|\[)\s*["']REPOGYM_""")
 # modules that run inside containers, where the variables are theirs, set by the code that
 # starts them (not settings of this process)
-IN_CONTAINERS = {"tasks/coverage_plugin.py"}
+IN_CONTAINERS = {"tasks/coverage_plugin.py", "envs/grading/harness_plugin.py"}
 
 
 def test_only_the_settings_module_reads_repogym_variables() -> None:
