@@ -57,7 +57,12 @@ def patch_files(patch: str) -> list[str]:
 
 
 def eval_test_files(task: Task) -> list[str]:
-    """The test patch's files and the files of every expected test."""
+    """What SWE-bench's eval script names after the test command: the task's test directives
+    when it has them (``get_test_directives``: Django's are module names, and its runner
+    refuses a path to a file), else the test patch's files and the files of every expected
+    test."""
+    if task.environment.test_files:
+        return list(task.environment.test_files)
     ids = [*task.FAIL_TO_PASS, *task.PASS_TO_PASS]
     files = set(patch_files(task.test_patch)) | {i.split("::")[0] for i in ids}
     return sorted(f for f in files if f.endswith(".py"))
