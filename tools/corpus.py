@@ -14,7 +14,8 @@ mirrored locally (``tasks add git MIRROR``; mirrors are found under ``--mirrors`
 
 ``run`` starts one ``repogym tasks add`` per project, ``--workers`` at once, each writing its
 suite to ``OUT/NAME`` and its output to ``OUT/NAME.log``; what a project's run ended with goes
-to ``OUT/NAME.json`` (the command, exit status, wall seconds, the machine's load). Running the
+to ``OUT/NAME.json`` (the command, exit status, wall seconds, the machine's load, this
+checkout's commit). Running the
 same command again skips the projects that finished and resumes the others (``tasks add``
 resumes an interrupted run from its progress file); ``--again`` runs finished ones anew
 (their suites grow by ``--max`` new candidates). Arguments after ``--`` go to every
@@ -105,6 +106,8 @@ def run_one(project: dict[str, Any], out: Path, args: argparse.Namespace) -> dic
         state.write_text(json.dumps(record, indent=1) + "\n")
         return record
     before = json.loads(state.read_text()) if state.exists() else {}
+    commit = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"],
+                            capture_output=True, text=True).stdout.strip()
     load, start = Load(), time.monotonic()
     print(f"[corpus] {project['name']}: {' '.join(argv)}", flush=True)
     with open(out / f"{project['name']}.log", "a", encoding="utf-8") as log:
@@ -114,6 +117,7 @@ def run_one(project: dict[str, Any], out: Path, args: argparse.Namespace) -> dic
                               timeout=args.timeout or None)
     seconds = time.monotonic() - start
     record = {"name": project["name"], "command": argv, "exit": proc.returncode,
+              "repogym_commit": commit,
               # an interrupted run resumed: its seconds add up
               "seconds": round(seconds + (before.get("seconds", 0) if before.get(
                   "status") == "interrupted" else 0), 1),
