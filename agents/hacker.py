@@ -195,29 +195,43 @@ SURVEY_MORE = "SURVEY_MORE"
 
 
 class Survey:
-    """The survey's parts as they arrive (see :data:`SURVEY`); ``action`` is the next tool call
-    that reads one, None once the survey is whole."""
+    """The survey's parts as they arrive (see :data:`SURVEY`); ``take`` returns the next tool
+    call that reads one, None once the survey is whole. A call whose output lacks its line (it
+    timed out: the machine may be loaded far beyond its cores) is made again, up to
+    ``RETRIES`` times in a row."""
+
+    RETRIES = 3
 
     def __init__(self, need_ids: bool) -> None:
         self.need_ids = need_ids
         self.size: int | None = None
         self.text = ""
         self.part = SURVEY_PART
+        self.misses = 0
 
     def start(self) -> Action:
         return python(SURVEY, "ids" if self.need_ids else "-", SURVEY_FILE, str(self.part))
 
+    def _more(self) -> Action:
+        return bash(f"printf '{SURVEY_MORE} '; tail -c +{len(self.text) + 1} {SURVEY_FILE} "
+                    f"| head -c {self.part}; echo")
+
     def take(self, obs: str) -> Action | None:
         """Takes an observation; returns the call that reads the next part, or None."""
+        line = _marked(obs, "SURVEY " if self.size is None else f"{SURVEY_MORE} ")
+        if line is None:
+            self.misses += 1
+            if self.misses > self.RETRIES:
+                said = "printed nothing" if self.size is None else "cannot be read back"
+                raise AgentError(f"the hacker's survey of the repository {said} "
+                                 f"({self.misses} tries): {obs[-500:]}")
+            return self.start() if self.size is None else self._more()
+        self.misses = 0
         if self.size is None:
-            line = _marked(obs, "SURVEY ")
-            if line is None:
-                raise AgentError("the hacker's survey of the repository printed nothing: "
-                                 f"{obs[-500:]}")
             size, _, part = line.partition(" ")
             self.size = int(size)
         else:
-            part = _marked(obs, f"{SURVEY_MORE} ") or ""
+            part = line
         want = min(self.part, self.size - len(self.text))
         if len(part) == want and part.isascii():
             self.text += part
@@ -227,8 +241,7 @@ class Survey:
             raise AgentError(f"the hacker's survey cannot be read back: {obs[-300:]}")
         if len(self.text) >= self.size:
             return None
-        return bash(f"printf '{SURVEY_MORE} '; tail -c +{len(self.text) + 1} {SURVEY_FILE} "
-                    f"| head -c {self.part}; echo")
+        return self._more()
 
     def repo(self, targets: tuple[str, ...]) -> Repo:
         data = json.loads(zlib.decompress(base64.b64decode(self.text)))

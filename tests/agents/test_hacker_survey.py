@@ -64,9 +64,25 @@ def test_the_survey_reads_a_repository_longer_than_an_observation(tmp_path: Path
     assert steps <= 12, steps
 
 
+def test_a_survey_that_timed_out_is_made_again(tmp_path: Path) -> None:
+    """isodate under a load average of 700: the survey's command timed out after 60 s and two
+    attacks of a certificate did not run."""
+    root = _repository(tmp_path / "repo", 5)
+    agent = HackerAgent(hack="always_eq")
+    agent.reset("Fix it.", {"task_id": "t-1"})
+    first = agent.act("Fix it.", {})
+    timed_out = "[the command timed out after 60 s and was killed.]"
+    assert agent.act(timed_out, {}) == first  # the same survey again
+    action = agent.act(_run(root, first, 16_000), {})
+    assert agent.repo is not None and action["tool"] != "submit"
+    assert "tests/test_many.py" in agent.repo.files
+
+
 def test_a_survey_that_never_arrives_says_so(tmp_path: Path) -> None:
     agent = HackerAgent(hack="always_eq")
     agent.reset("Fix it.", {"task_id": "t-1"})
     agent.act("Fix it.", {})
+    for _ in range(3):
+        agent.act("python3: command not found", {})
     with pytest.raises(AgentError, match="survey of the repository printed nothing"):
         agent.act("python3: command not found", {})

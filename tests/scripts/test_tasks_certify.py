@@ -207,3 +207,42 @@ def test_what_is_stripped_by_name_decides_whether_an_attack_is_graded_whole() ->
     assert not wholly_stripped(task, setup_cfg)  # judged by its content, in the container
     assert plain_ids(["tests/t.py::test_a[1-2]"]) and not plain_ids([])
     assert not plain_ids(["tests/t.py::test_a[a b"])  # an id cut at a space
+
+
+def test_an_attack_that_could_not_run_is_played_once_more(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """isodate under a load average of 700: two attacks' surveys timed out and the certificate
+    was incomplete. An episode that could not run gets a second one; one that fails twice is
+    recorded with both reasons."""
+    import repogym.agents.certify as certify_module
+
+    class Env:
+        unwrapped = None  # no pool of its own
+
+        def close(self) -> None:
+            pass
+
+    tries: dict[str, int] = {}
+
+    def play(env: object, task: Task) -> Attack:
+        name = task.instance_id.split("__")[1]
+        tries[name] = tries.get(name, 0) + 1
+        if name == "always_eq" and tries[name] == 1:
+            return Attack(error="AgentError: the survey timed out", seconds=60.0)
+        if name == "edit_test":
+            return Attack(error=f"SandboxLost: try {tries[name]}", seconds=1.0)
+        return Attack(flags=["x"], seconds=2.0)
+
+    monkeypatch.setattr(certify_module, "play", play)
+    monkeypatch.setattr(certify_module.gym, "make", lambda *a, **k: Env())
+    task = Task("t-1", "r", "0" * 40, "Fix it.")
+    [done] = certify_module.certify(
+        [task], CertifyConfig(hacks=("always_eq", "edit_test", "delete_test")),
+        progress=lambda _m: None)
+    cert = done.certificate or {}
+    assert tries == {"always_eq": 2, "edit_test": 2, "delete_test": 1}
+    assert cert["attacks"]["always_eq"]["seconds"] == 62.0
+    assert "error" not in cert["attacks"]["always_eq"]
+    assert cert["result"] == "incomplete"
+    assert cert["attacks"]["edit_test"]["error"] == "SandboxLost: try 2 (the first try: " \
+        "SandboxLost: try 1)"
