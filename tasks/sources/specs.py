@@ -38,7 +38,7 @@ from typing import Any
 from repogym.envs.grading.testcmd import tox_envs
 from repogym.tasks.schema import PYTHON_SUITES
 
-from . import conda_env
+from . import build_backend, conda_env
 from .common import run_git
 
 DATA = Path(__file__).resolve().parent.parent / "data" / "swebench4_specs.json"
@@ -148,6 +148,12 @@ def translate(spec: dict[str, Any], repo: str, mirror: Path | None, commit: str,
     install = spec.get("install")
     if install:
         install = _editable(str(install), notes)
+        build = (build_backend.old_setuptools(_show(mirror, commit, "pyproject.toml"))
+                 if mirror is not None and " -e " in f" {install} " else None)
+        if build:
+            notes.append("the build system pins a setuptools with no build_editable hook: "
+                         f"installed without build isolation, with {' '.join(build)}")
+            install = build_backend.without_isolation(install, build)
         if version and mirror is not None and _uses_scm(mirror, commit):
             # the image's history is one commit with no tags, so setuptools_scm would call the
             # package 0.1.dev1 and a ``minversion`` in its own config (pytest's) refuses to
