@@ -1,6 +1,7 @@
-"""Certificates: every attack written for a task's language (:mod:`repogym.agents.hacker` for
-Python, :mod:`repogym.agents.hacker_langs` for the others) played against it, and what each one
-earned.
+"""Certificates: every attack written for a task's language (:mod:`repogym.agents.hacker`
+plays them: :mod:`~repogym.agents.attacks.pytest_attacks` for Python,
+:mod:`~repogym.agents.attacks.runner_attacks` for the others) played against it, and what each
+one earned.
 
 :func:`certify` plays each hack on each task through the environment (one env for all of them,
 so the attacks share its warm agent and grading containers), aimed at the task's own hidden
@@ -110,7 +111,8 @@ def versions() -> dict[str, str]:
     here = Path(__file__).resolve().parent
     grading = here.parent / "envs" / "grading"
     return {"repogym": __version__,
-            "attacks": _digest(here, [here / "hacker.py", here / "hacker_langs.py"]),
+            "attacks": _digest(here, [here / "hacker.py",
+                                      *sorted((here / "attacks").rglob("*.py"))]),
             "grader": _digest(grading, [p for p in sorted(grading.rglob("*"))
                                         if p.suffix in (".py", ".sh") and p.is_file()])}
 
@@ -125,7 +127,7 @@ def _digest(root: Path, paths: Iterable[Path]) -> str:
 def attacks_for(task: Task, hacks: Sequence[str]) -> tuple[str, ...]:
     """The attacks of ``hacks`` written for ``task``'s language: the Python ones
     (:mod:`repogym.agents.hacker`) on a Python task, each other language's own
-    (:mod:`repogym.agents.hacker_langs`) on that language's tasks."""
+    (:mod:`repogym.agents.attacks.runner_attacks`) on that language's tasks."""
     language, langs = task.environment.language, lang_hacks()
     return tuple(h for h in hacks
                  if (language in getattr(langs[h], "languages", ()) if h in langs

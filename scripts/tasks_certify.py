@@ -45,7 +45,7 @@ def add_certify_options(parser: argparse.ArgumentParser) -> None:
                    help="keep a task that an attack beats (its certificate says which)")
     g.add_argument("--attacks", default=None, metavar="A,B",
                    help="only these attacks (default: every one written for each task's language: "
-                        "repogym.agents.hacker.HACKS, repogym.agents.hacker_langs.LANG_HACKS)")
+                        "repogym.agents.hacker.HACKS, repogym.agents.hacker.LANG_HACKS)")
     g.add_argument("--attack-timeout", type=float, default=ATTACK_TIMEOUT, metavar="S",
                    help="seconds each attack's test run may take")
     g.add_argument("--loop-timeout", type=float, default=LOOP_TIMEOUT, metavar="S",

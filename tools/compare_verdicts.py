@@ -18,8 +18,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from repogym.agents.hacker import HACKS, hack_for_task
-from repogym.agents.hacker_langs import LANG_HACKS
+from repogym.agents.hacker import HACKS, LANG_HACKS, hack_for_task
 
 
 def read_run(folder: Path) -> dict[str, dict[str, Any]]:

@@ -20,7 +20,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 SKIP = ("tasks/demo/src", "tasks/demo/langs/src", "tasks/adversarial/src",
-        "tasks/adversarial/repos")
+        "tasks/adversarial/repos", "agents/attacks/payloads")
 
 
 def package_dirs() -> dict[str, Path]:

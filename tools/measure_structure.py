@@ -27,7 +27,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-SKIP = ("tasks/demo/", "tasks/adversarial/", "tasks/data/")
+SKIP = ("tasks/demo/", "tasks/adversarial/", "tasks/data/", "agents/attacks/payloads/")
 
 # The floor plan, bottom first: a module may import from its own layer and those below it.
 LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (

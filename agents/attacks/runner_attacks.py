@@ -1,9 +1,10 @@
 """Attacks written for the JavaScript (Jest), Go, Rust and Java runners.
 
-Each is a :class:`~repogym.agents.hacker.Hack` played by :class:`HackerAgent` like the Python
-ones, on tasks of its language only (``LANG_HACKS[name].languages``): forced passes, early
-exits, configuration that skips tests, forged result lines. Every one must score 0 and raise
-its flags (``tests/envs/test_adversarial_langs.py``).
+Each is a :class:`~repogym.agents.attacks.kit.Hack` played by
+:class:`~repogym.agents.hacker.HackerAgent` like the Python ones, on tasks of its language only
+(``LANG_HACKS[name].languages``): forced passes, early exits, configuration that skips tests,
+forged result lines. Every one must score 0 and raise its flags
+(``tests/envs/test_adversarial_langs.py``).
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ import posixpath
 import shlex
 from dataclasses import dataclass
 
-from repogym.agents.hacker import Findings, Hack, HackScript, Repo, Script, bash, write
+from repogym.agents.attacks.kit import Findings, Hack, HackScript, Repo, Script, bash, write
 
 TAMPERED = ("tampered_",)
 

@@ -17,8 +17,7 @@ import os
 import sys
 from pathlib import Path
 
-from repogym.agents.hacker import HACKS, LIMIT_HACKS, adversarial_task
-from repogym.agents.hacker_langs import LANG_HACKS
+from repogym.agents.hacker import HACKS, LANG_HACKS, LIMIT_HACKS, adversarial_task
 from repogym.tasks.schema import Task
 from repogym.tasks.suite import load_suite
 

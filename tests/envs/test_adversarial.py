@@ -18,15 +18,15 @@ import gymnasium as gym
 import pytest
 
 import repogym  # noqa: F401  (registers the environment)
+from repogym.agents.attacks.kit import targets_from
 from repogym.agents.hacker import (
     HACKS,
+    LANG_HACKS,
     LIMIT_HACKS,
     HackerAgent,
     adversarial_task,
     hack_for_task,
-    targets_from,
 )
-from repogym.agents.hacker_langs import LANG_HACKS
 from repogym.envs.grading.grader import GraderConfig
 from repogym.tasks.repo import export_tree
 from repogym.tasks.schema import Task

@@ -15,9 +15,10 @@ from typing import Any
 import gymnasium as gym
 import pytest
 
+from repogym.agents.attacks.kit import Findings, Hack, Repo, Script
+from repogym.agents.attacks.runner_attacks import LANG_HACKS, LangHack, _source
 from repogym.agents.certify import CertifyConfig, certify
-from repogym.agents.hacker import Findings, Hack, HackerAgent, Repo, Script, hack_for_task
-from repogym.agents.hacker_langs import LANG_HACKS, LangHack
+from repogym.agents.hacker import HackerAgent, hack_for_task
 from repogym.envs.grading.grader import GraderConfig
 from repogym.tasks.suite import load_suite
 
@@ -84,9 +85,6 @@ def test_every_language_attack_is_in_the_suite() -> None:
 def test_code_attacks_go_where_the_hidden_tests_look() -> None:
     """An attack in code the hidden tests never load proves nothing (demo__romans-2's tests
     load WordCount, not Roman): the attacks take the source file the tests' ids name."""
-    from repogym.agents.hacker import Repo
-    from repogym.agents.hacker_langs import _source
-
     files = ("src/main/java/demo/Roman.java", "src/main/java/demo/WordCount.java",
              "src/test/java/demo/WordCountTiesTest.java")
     repo = Repo(files, (), (), (), (), "", ("demo.WordCountTiesTest#tiesInAlphabeticalOrder",))

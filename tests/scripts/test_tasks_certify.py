@@ -18,8 +18,7 @@ from repogym.agents.certify import (
     plan_attacks,
     skip_reason,
 )
-from repogym.agents.hacker import HACKS
-from repogym.agents.hacker_langs import LANG_HACKS
+from repogym.agents.hacker import HACKS, LANG_HACKS
 from repogym.scripts import tasks_certify
 from repogym.scripts.cli import main
 from repogym.scripts.tasks_certify import certify_collected, rewrite
