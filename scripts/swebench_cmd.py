@@ -16,6 +16,7 @@ instance). Writes OUT/tasks.jsonl (the kept tasks: a suite), OUT/report.json, OU
 from __future__ import annotations
 
 import argparse
+import signal
 from pathlib import Path
 
 from repogym.scripts.common import progress
@@ -61,7 +62,18 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     rep.set_defaults(func=report)
 
 
+def _stop_gracefully() -> None:
+    """SIGTERM (and SIGINT, which a shell ignores in a command it started in the background
+    with nohup) stop the run as Ctrl-C does: no new instance starts, those under way end."""
+    def interrupt(_signum: int, _frame: object) -> None:
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGTERM, interrupt)
+    signal.signal(signal.SIGINT, interrupt)
+
+
 def run(args: argparse.Namespace) -> int:
+    _stop_gracefully()
     kinds = () if args.kinds == ("none",) else args.kinds
     options = RunOptions(file=args.file, out=args.out, repos=args.repos, env=args.env,
                          instances=args.instances, repositories=tuple(args.repo),

@@ -5,12 +5,15 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
+import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from repogym.scripts import swebench_cmd
 from repogym.scripts.cli import main
 from repogym.tasks.dataset_report import markdown, summarize
 from repogym.tasks.dataset_run import RunOptions, State, needs, summary_line
@@ -133,3 +136,18 @@ def test_a_dataset_run_keeps_grades_agrees_and_resumes(tmp_path: Path,
     err = capsys.readouterr().err
     assert "0 done already, 2 to do" in err and "1 done already, 1 to do" in err
     assert os.path.getsize(out / "report.json") > 0
+
+
+def test_sigterm_stops_a_run_as_ctrl_c_does() -> None:
+    """A run started in the background (nohup ... &) ignores SIGINT: SIGTERM and SIGINT both
+    stop it as Ctrl-C does, the instances under way ending their stage."""
+    before = signal.getsignal(signal.SIGTERM), signal.getsignal(signal.SIGINT)
+    try:
+        swebench_cmd._stop_gracefully()
+        for signum in (signal.SIGTERM, signal.SIGINT):
+            with pytest.raises(KeyboardInterrupt):
+                os.kill(os.getpid(), signum)
+                time.sleep(1)
+    finally:
+        signal.signal(signal.SIGTERM, before[0])
+        signal.signal(signal.SIGINT, before[1])
