@@ -205,37 +205,7 @@ def run_report(tasks: list[Task], predictions: dict[str, dict[str, Any]],
     }
 
 
-def run_systems(config: EvalConfig, tasks: list[Task] | None, env_factory: Any,
-                progress: Any) -> dict[str, Any]:
-    """Grades every system of a predictions file, each as its own run in ``OUT/<system>``
-    (results, summary, report and the harness's reports, resumable alone), and writes
-    ``OUT/summary.json`` with every system's summary; returns that."""
-    from dataclasses import replace
-
-    from repogym.agents.evaluation.runner import run_eval
-
-    out = Path(config.out)
-    names = systems(str(config.predictions))
-    folders = _folders(names)
-    runs: dict[str, dict[str, Any]] = {}
-    for name in names:
-        if hasattr(progress, "message"):
-            progress.message(f"system {name or '<unnamed>'} -> {out / folders[name]}")
-        one = replace(config, model=name, out=str(out / folders[name]))
-        runs[name] = run_eval(one, tasks, env_factory, progress)
-    excluded: dict[str, list[str]] = {}
-    for name, run in runs.items():
-        for kind, ids in run.get("excluded", {}).items():
-            excluded.setdefault(kind, []).extend(f"{folders[name]}/{i}" for i in ids)
-    summary = {"systems": runs, "out": str(out), "suite": config.suite,
-               "predictions": config.predictions, "excluded": excluded}
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "summary.json").write_text(json.dumps(summary, indent=2, sort_keys=True,
-                                                 default=str) + "\n")
-    return summary
-
-
-def _folders(names: list[str]) -> dict[str, str]:
+def system_folders(names: list[str]) -> dict[str, str]:
     """A folder name per system (its name with / as __, unique, never empty)."""
     out: dict[str, str] = {}
     for name in names:

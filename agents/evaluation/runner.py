@@ -25,11 +25,12 @@ import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor, as_completed
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
 from repogym.agents.evaluation.episode import EnvFactory, EpisodeWorker, Worker, ensure_image_locked
+from repogym.agents.evaluation.predictions import load_predictions, system_folders, systems
 from repogym.agents.evaluation.progress import Quiet, Reporter
 from repogym.agents.evaluation.report import write_html
 from repogym.agents.evaluation.rows import ResultRow
@@ -128,8 +129,6 @@ def run_eval(config: EvalConfig, tasks: list[Task] | None = None,
     """
     progress = progress or Quiet()
     if config.predictions and config.model is None:
-        from repogym.agents.evaluation.predictions import run_systems, systems
-
         if len(systems(config.predictions)) > 1:  # one run per system, in folders of their own
             return run_systems(config, tasks, env_factory, progress)
     tasks = select_tasks(config, tasks)  # a bad suite, split or id fails before any file
@@ -143,8 +142,6 @@ def run_eval(config: EvalConfig, tasks: list[Task] | None = None,
             or done[t.instance_id].get("error_kind") == "infrastructure"]
     make_worker = _worker_factory(config, tasks, env_factory)
     if config.predictions:
-        from repogym.agents.evaluation.predictions import load_predictions
-
         predictions = load_predictions(config.predictions, config.model)
         todo = [t for t in todo if t.instance_id in predictions]
     write_config(out, config, tasks)
@@ -342,3 +339,29 @@ def rerun(run_dir: str | Path, out: str | None = None, progress: Reporter | None
     if changed:
         progress.message(f"warning: {len(changed)} tasks changed since the run: {changed[:5]}")
     return run_eval(config, env_factory=env_factory, progress=progress)
+
+
+def run_systems(config: EvalConfig, tasks: list[Task] | None, env_factory: Any,
+                progress: Any) -> dict[str, Any]:
+    """Grades every system of a predictions file, each as its own run in ``OUT/<system>``
+    (results, summary, report and the harness's reports, resumable alone), and writes
+    ``OUT/summary.json`` with every system's summary; returns that."""
+    out = Path(config.out)
+    names = systems(str(config.predictions))
+    folders = system_folders(names)
+    runs: dict[str, dict[str, Any]] = {}
+    for name in names:
+        if hasattr(progress, "message"):
+            progress.message(f"system {name or '<unnamed>'} -> {out / folders[name]}")
+        one = replace(config, model=name, out=str(out / folders[name]))
+        runs[name] = run_eval(one, tasks, env_factory, progress)
+    excluded: dict[str, list[str]] = {}
+    for name, run in runs.items():
+        for kind, ids in run.get("excluded", {}).items():
+            excluded.setdefault(kind, []).extend(f"{folders[name]}/{i}" for i in ids)
+    summary = {"systems": runs, "out": str(out), "suite": config.suite,
+               "predictions": config.predictions, "excluded": excluded}
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "summary.json").write_text(json.dumps(summary, indent=2, sort_keys=True,
+                                                 default=str) + "\n")
+    return summary

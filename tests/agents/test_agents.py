@@ -326,7 +326,7 @@ def test_predictions_load_from_every_harness_format(tmp_path: Path) -> None:
 
 
 def test_a_file_of_several_systems_is_never_cut_to_one(tmp_path: Path) -> None:
-    from repogym.agents.evaluation.predictions import _folders, systems
+    from repogym.agents.evaluation.predictions import system_folders, systems
 
     preds = [{"instance_id": i, "model_patch": f"{m}-{i}", "model_name_or_path": m}
              for m in ("org/a", "b") for i in ("x", "y")]
@@ -339,7 +339,7 @@ def test_a_file_of_several_systems_is_never_cut_to_one(tmp_path: Path) -> None:
         "x": "b-x", "y": "b-y"}
     with pytest.raises(TaskError, match="no predictions of 'c'"):
         load_predictions(file, "c")
-    assert _folders(["org/a", "org_a", "", "org/a?"]) == {
+    assert system_folders(["org/a", "org_a", "", "org/a?"]) == {
         "org/a": "org__a", "org_a": "org_a", "": "unnamed", "org/a?": "org__a_"}
 
 
