@@ -14,11 +14,13 @@ import re
 import shlex
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 from repogym.tasks.schema import PYTHON_SUITES, Environment
 
-from .common import is_test_path, run_git
+from .common import is_test_path
+from .detect_langs import detect_language, language_environment
+from .tree_view import TreeView, load_toml
 
 TEST_EXTRAS = ("test", "tests", "testing", "dev")
 TEST_REQUIREMENTS = re.compile(
@@ -33,44 +35,6 @@ PLUGIN_OPTIONS = {
 # Tried in this order: the newest Python that old packages still install on comes first.
 PYTHON_PREFERENCE = ("3.11", "3.13", "3.9")
 PACKAGE_FILES = ("pyproject.toml", "setup.py", "setup.cfg")
-
-
-class TreeView(Protocol):
-    """Read access to one commit's files."""
-
-    def files(self) -> list[str]: ...
-
-    def read_text(self, path: str) -> str | None: ...
-
-
-class DirTree:
-    def __init__(self, root: Path) -> None:
-        self.root = root
-
-    def files(self) -> list[str]:
-        return sorted(p.relative_to(self.root).as_posix() for p in self.root.rglob("*")
-                      if p.is_file() and ".git" not in p.relative_to(self.root).parts)
-
-    def read_text(self, path: str) -> str | None:
-        try:
-            return (self.root / path).read_text(encoding="utf-8")
-        except (OSError, UnicodeDecodeError):
-            return None
-
-
-class GitTree:
-    """A commit of a repository, read without checking it out."""
-
-    def __init__(self, repo: Path, commit: str) -> None:
-        self.repo, self.commit = repo, commit
-
-    def files(self) -> list[str]:
-        out = run_git(self.repo, "ls-tree", "-r", "-z", "--name-only", self.commit)
-        return sorted(p for p in out.split("\0") if p)
-
-    def read_text(self, path: str) -> str | None:
-        text = run_git(self.repo, "show", f"{self.commit}:{path}", check=False)
-        return text or None
 
 
 @dataclass(frozen=True)
@@ -88,17 +52,6 @@ class EnvOverrides:
         return replace(env, **changes) if changes else env
 
 
-def load_toml(text: str) -> dict[str, Any]:
-    try:
-        import tomllib
-    except ModuleNotFoundError:  # Python 3.10 has no tomllib; tomli is the same parser
-        import tomli as tomllib  # type: ignore[no-redef]
-    try:
-        return tomllib.loads(text)
-    except tomllib.TOMLDecodeError:
-        return {}
-
-
 def has_tests(tree: TreeView) -> bool:
     return any(p.endswith(".py") and is_test_path(p) and Path(p).name != "conftest.py"
                for p in tree.files())
@@ -106,8 +59,6 @@ def has_tests(tree: TreeView) -> bool:
 
 def detect_environment(tree: TreeView, overrides: EnvOverrides | None = None) -> Environment:
     """The environment a task of this tree needs (before ``overrides``)."""
-    from .detect_langs import detect_language, language_environment  # it reads this module's
-
     files = set(tree.files())
     language = detect_language(files)
     if language is not None:

@@ -31,7 +31,7 @@ from typing import Any
 
 from repogym.tasks.schema import Environment
 
-from .detect import TreeView, load_toml
+from .tree_view import TreeView, load_toml
 
 JAVA_BUILDS = ("pom.xml", "build.gradle", "build.gradle.kts")
 JS_RUNNERS = ("jest", "vitest", "mocha")  # in the order a package naming several is read

@@ -27,7 +27,6 @@ from .common import (
     Log,
     Rejected,
     SourceOptions,
-    default_deriver,
     is_code_path,
     log_stderr,
     repo_name,
@@ -35,9 +34,11 @@ from .common import (
     slug,
     split_paths,
 )
-from .detect import EnvOverrides, GitTree, detect_environment
+from .deriver import default_deriver
+from .detect import EnvOverrides, detect_environment
 from .detect_langs import detect_language, unbuildable
 from .llm import LLMConfig
+from .tree_view import GitTree
 
 
 @dataclass(frozen=True)

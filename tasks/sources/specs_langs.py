@@ -315,8 +315,8 @@ def _drop_run(words: list[str]) -> list[str]:
 
 def _rust(commands: list[str], steps: list[str], tree: _Tree,
           notes: list[str]) -> dict[str, Any]:
-    from .detect import load_toml
     from .detect_langs import crate_packages
+    from .tree_view import load_toml
 
     test_cmd = ""
     for command in commands:

@@ -252,7 +252,8 @@ class SwebenchSource:
             return translated.environment, {"from": source, **translated.provenance}
         if mirror is None:
             raise TaskError(specs.unknown_spec_reason(repo, version))
-        from .detect import GitTree, detect_environment
+        from .detect import detect_environment
+        from .tree_view import GitTree
 
         env = detect_environment(GitTree(mirror, str(instance["base_commit"])))
         return ({"python": env.python, "setup": list(env.setup), "test_cmd": env.test_cmd},

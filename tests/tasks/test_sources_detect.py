@@ -6,13 +6,8 @@ import subprocess
 import textwrap
 from pathlib import Path
 
-from repogym.tasks.sources.detect import (
-    DirTree,
-    EnvOverrides,
-    GitTree,
-    detect_environment,
-    has_tests,
-)
+from repogym.tasks.sources.detect import EnvOverrides, detect_environment, has_tests
+from repogym.tasks.sources.tree_view import DirTree, GitTree
 
 
 def tree(root: Path, files: dict[str, str]) -> DirTree:

@@ -7,8 +7,9 @@ import textwrap
 from pathlib import Path
 
 from repogym.tasks.sources.common import is_test_path
-from repogym.tasks.sources.detect import DirTree, detect_environment
+from repogym.tasks.sources.detect import detect_environment
 from repogym.tasks.sources.detect_langs import crate_packages, detect_language
+from repogym.tasks.sources.tree_view import DirTree
 
 
 def tree(root: Path, files: dict[str, str]) -> DirTree:
