@@ -1,7 +1,7 @@
 """The tracer that records the inputs of gold cases, inside a task's container.
 
 It runs in the test process (loaded through ``sitecustomize``, like
-:class:`repogym.tasks.sources.trace.Tracer`) while the task's tests run on the gold code, and
+:class:`repogym.tasks.sources.tracer.Tracer`) while the task's tests run on the gold code, and
 pickles the arguments of two kinds of calls into the repository's code:
 
 - **boundary calls**: calls that cross from test code into the package, the API the tests use.
@@ -30,7 +30,7 @@ import threading
 from typing import Any
 
 try:  # on the host
-    from repogym.tasks.sources.trace import arguments
+    from repogym.tasks.sources.tracer import arguments
 except ImportError:  # in the container, next to the replication tracer
     from repogym_trace import arguments  # type: ignore[import-not-found,no-redef]
 

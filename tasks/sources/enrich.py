@@ -34,8 +34,9 @@ from typing import Any
 
 from repogym.tasks.schema import Task
 
-from . import boundary, trace
+from . import boundary
 from .gold_targets import Traced, changed_functions, name_traced, patch_paths, places
+from .tracer import own_source, traced_run
 
 GOLD_CASES = "gold_cases"  # the key of ``task.extra`` that holds them
 TRACE_DIR = "/opt/repogym-grade/gold-trace"
@@ -278,27 +279,15 @@ class _GoldRecording:
                 "max_bytes": c.max_bytes, "max_functions": c.max_traced_functions,
                 "targets": [{"path": f"/testbed/{p.path}", "name": p.name,
                              "lines": list(p.lines)} for p in targets]}
-        sub = TRACE_DIR.removeprefix("/opt/")
-        sources = {}
-        for module, name in ((boundary, "repogym_boundary.py"), (trace, "repogym_trace.py")):
-            with open(str(module.__file__), "rb") as f:
-                sources[f"{sub}/{name}"] = f.read()
-        self.box.put_files({**sources, f"{sub}/sitecustomize.py": SITECUSTOMIZE.encode(),
-                            f"{sub}/config.json": json.dumps(spec).encode()}, "/opt")
-        self.root(f"mkdir -p {OUT_DIR} && chown 1000:1000 {OUT_DIR}")
+        with open(str(boundary.__file__), "rb") as f:
+            tracers = {"repogym_boundary.py": f.read(), "repogym_trace.py": own_source()}
         files = sorted({t.split("::")[0] for t in self.task.FAIL_TO_PASS})
-        command = (f"{self.task.environment.test_cmd} -p no:cacheprovider -o addopts= "
-                   + " ".join(shlex.quote(f) for f in files if f.endswith(".py")))
-        self.box.exec(["env", f"PYTHONPATH={TRACE_DIR}", f"REPOGYM_TRACE={TRACE_DIR}/config.json",
-                       "PYTEST_DISABLE_PLUGIN_AUTOLOAD=1", "PYTHONDONTWRITEBYTECODE=1",
-                       "PYTHONHASHSEED=0",
-                       "bash", "-c", command], timeout=self.task.environment.timeout)
-        dumps = self.root(f"for f in {OUT_DIR}/gold-*.json; do [ -e \"$f\" ] && "
-                          "base64 -w0 \"$f\"; echo; done")
+        dumps = traced_run(self.box, self.task.environment.test_cmd, files,
+                           self.task.environment.timeout, tracers, SITECUSTOMIZE, spec,
+                           TRACE_DIR, OUT_DIR, "gold-*.json")
         functions: dict[str, Any] = {}
         calls: dict[str, dict[str, Any]] = {}
-        for line in dumps.split():
-            data = json.loads(base64.b64decode(line))
+        for data in dumps:
             for key, info in data["functions"].items():
                 seen = functions.setdefault(key, {**info, "from_tests": 0, "tests": []})
                 seen["from_tests"] += info["from_tests"]

@@ -10,7 +10,7 @@ from typing import Any
 
 from . import pyast
 from .common import is_test_path
-from .trace import TargetFunction, _target
+from .targets import TargetFunction, function_target
 
 
 @dataclass(frozen=True)
@@ -131,7 +131,7 @@ def name_traced(functions: dict[str, dict[str, Any]], calls: dict[str, list[dict
         module = info.get("module")
         if found_def is None or not module or module == "__main__":
             continue
-        target = _target(module, found_def.qualname, 0, found_def.node)  # type: ignore[arg-type]
+        target = function_target(module, found_def.qualname, 0, found_def.node)  # type: ignore[arg-type]
         role = f"#{target.role}" if target.role in ("fset", "fdel") else ""
         key = f"{module}:{found_def.qualname}{role}"
         if key in found:

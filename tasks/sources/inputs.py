@@ -15,7 +15,7 @@ import json
 import pickle
 from typing import Any
 
-from .trace import TargetFunction
+from .targets import TargetFunction
 
 
 class _PlainUnpickler(pickle.Unpickler):

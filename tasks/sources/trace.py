@@ -9,32 +9,30 @@ then calls the reference on every input in that same container, twice, and each 
 is the same both times, quick, and not ``NotImplementedError`` is kept with its input in
 ``task.reference["cases"]``. None of it reaches the agent: the task's reference stays on the
 host, and at grading only the inputs enter the grading container.
-
-This file also runs inside the container as the tracer, so its top level imports only the
-standard library (and runs on Python 3.9); the host's functions import what they need.
+The tracer itself is :mod:`.tracer`; the removed functions, :mod:`.targets`.
 """
 
 from __future__ import annotations
 
-import ast
-import atexit
-import base64
-import hashlib
-import inspect
 import json
-import os
-import pickle
 import random
 import shlex
-import sys
-import threading
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
 
-if TYPE_CHECKING:
-    from collections.abc import Callable
+from repogym.envs.grading.agreement import call_cases
+from repogym.envs.grading.grader import Grader
+from repogym.envs.grading.testcmd import runs_pytest
+from repogym.envs.sandbox.base import SandboxConfig
+from repogym.envs.sandbox.docker import DockerSandbox
+from repogym.errors import RepogymError, TaskError
+from repogym.tasks.images import ensure_image
+from repogym.tasks.schema import Task
 
-    from repogym.tasks.schema import Task
+from .inputs import generate_calls
+from .targets import TargetFunction, target_functions
+from .tracer import own_source, traced_run
 
 TRACE_DIR = "/opt/repogym-grade/trace"
 OUT_DIR = "/opt/repogym-grade/out"
@@ -44,97 +42,6 @@ SITECUSTOMIZE = (
     "    import repogym_trace\n"
     "    repogym_trace.start(os.environ['REPOGYM_TRACE'])\n"
 )
-_RESUMABLE = inspect.CO_GENERATOR | inspect.CO_COROUTINE | inspect.CO_ASYNC_GENERATOR
-
-
-# ---------------------------------------------------------------------------- the tracer
-
-
-class Tracer:
-    """Keeps the pickled arguments of calls to the targets (dicts with ``key``, ``path``,
-    ``name`` and ``lines``, the lines a code object of theirs may start on)."""
-
-    def __init__(self, targets: list[dict[str, Any]], max_calls: int, max_bytes: int) -> None:
-        self.places = {(os.path.realpath(t["path"]), t["name"], line): t["key"]
-                       for t in targets for line in t["lines"]}
-        self.files = {place[0] for place in self.places}
-        self.codes: dict[Any, str | None] = {}
-        self.starts: dict[Any, int] = {}  # a generator's code: where its first entry stands
-        self.calls: dict[str, dict[str, dict[str, Any]]] = {t["key"]: {} for t in targets}
-        self.skipped = {t["key"]: 0 for t in targets}
-        self.max_calls, self.max_bytes = max_calls, max_bytes
-
-    def profile(self, frame: Any, event: str, arg: Any) -> None:
-        if event != "call":
-            return
-        code = frame.f_code
-        key = self.codes[code] if code in self.codes else self._match(code)
-        if key is None or len(self.calls[key]) >= self.max_calls:
-            return
-        # a generator's frame reports a "call" each time it resumes; only its start counts
-        if code.co_flags & _RESUMABLE and self.starts.setdefault(code, frame.f_lasti) \
-                != frame.f_lasti:
-            return
-        self._record(key, frame)
-
-    def _match(self, code: Any) -> str | None:
-        path = os.path.realpath(code.co_filename) if code.co_filename else ""
-        key = self.places.get((path, code.co_name, code.co_firstlineno)) \
-            if path in self.files else None
-        self.codes[code] = key
-        return key
-
-    def _record(self, key: str, frame: Any) -> None:
-        try:
-            args, kwargs = arguments(frame.f_code, frame.f_locals)
-            blobs = [pickle.dumps(a, 4) for a in args]
-            named = {k: pickle.dumps(v, 4) for k, v in sorted(kwargs.items())}
-        except Exception:  # noqa: BLE001 - unpicklable arguments (lambdas, files) are skipped
-            self.skipped[key] += 1
-            return
-        if sum(map(len, blobs)) + sum(map(len, named.values())) > self.max_bytes:
-            self.skipped[key] += 1
-            return
-        digest = hashlib.sha1(repr((blobs, named)).encode()).hexdigest()
-        self.calls[key].setdefault(digest, {
-            "args": [base64.b64encode(b).decode() for b in blobs],
-            "kwargs": {k: base64.b64encode(v).decode() for k, v in named.items()}})
-
-    def dump(self, out_dir: str) -> None:
-        sys.setprofile(None)
-        data = {"calls": {k: list(v.values()) for k, v in self.calls.items()},
-                "skipped": self.skipped}
-        with open(os.path.join(out_dir, f"trace-{os.getpid()}.json"), "w") as f:
-            json.dump(data, f)
-
-
-def arguments(code: Any, local: Any) -> tuple[list[Any], dict[str, Any]]:
-    """The positional and keyword arguments that rebuild a call from its frame's locals."""
-    names = code.co_varnames
-    n, k = code.co_argcount, code.co_kwonlyargcount
-    args = [local[name] for name in names[:n]]
-    kwargs = {name: local[name] for name in names[n:n + k]}
-    i = n + k
-    if code.co_flags & inspect.CO_VARARGS:
-        args += list(local[names[i]])
-        i += 1
-    if code.co_flags & inspect.CO_VARKEYWORDS:
-        kwargs.update(local[names[i]])
-    return args, kwargs
-
-
-def start(config_path: str) -> Tracer:
-    """Traces this process (and its threads) until it exits, then writes what it saw."""
-    with open(config_path) as f:
-        config = json.load(f)
-    tracer = Tracer(config["targets"], config["max_calls"], config["max_bytes"])
-    atexit.register(tracer.dump, config["out"])
-    threading.setprofile(tracer.profile)
-    sys.setprofile(tracer.profile)
-    return tracer
-
-
-# ---------------------------------------------------------------------------- the targets
 
 
 @dataclass(frozen=True)
@@ -162,79 +69,12 @@ class TraceConfig:
             raise ValueError(f"max_raising={self.max_raising}: give a share in [0, 1].")
 
 
-@dataclass(frozen=True)
-class TargetFunction:
-    """One removed function as the tracer finds it and the harness calls it."""
-
-    key: str  # the qualname, with "#N" for a later definition of the same name
-    module: str
-    qualname: str
-    role: str  # "call", or the property accessor: "fget", "fset", "fdel"
-    lines: tuple[int, ...]  # where its code object may start: the def, the first decorator
-    params: tuple[str, ...] = ()  # positional parameters in order
-    vararg: str | None = None
-    required: int = 0  # positional parameters without a default
-    annotations: dict[str, str] = field(default_factory=dict)
-
-    @property
-    def name(self) -> str:
-        return self.qualname.rsplit(".", 1)[-1]
-
-    def harness_entry(self) -> dict[str, str]:
-        return {"module": self.module, "qualname": self.qualname, "role": self.role}
-
-
-def target_functions(text: str, reference: dict[str, Any]) -> list[TargetFunction]:
-    """The functions a replication task removed, from the reference's module text."""
-    from repogym.tasks.sources import pyast
-
-    module = pyast.parse(text)
-    defs = [d for d in pyast.definitions(module) if not d.is_class]
-    if reference["granularity"] != "module":
-        node = pyast.find(module, reference["qualname"], reference.get("occurrence", 0))
-        inside = {id(fn) for fn in pyast.functions_in(node)}
-        defs = [d for d in defs if id(d.node) in inside]
-    name = pyast.module_name(reference["file"])
-    return [_target(name, d.qualname, d.occurrence, d.node) for d in defs  # type: ignore[arg-type]
-            if not pyast.is_trivial(d.node)]  # type: ignore[arg-type]
-
-
-def _target(module: str, qualname: str, occurrence: int,
-            node: ast.FunctionDef | ast.AsyncFunctionDef) -> TargetFunction:
-    decorators = [ast.unparse(d) for d in node.decorator_list]
-    role = "call"
-    if "property" in decorators:
-        role = "fget"
-    elif any(d.endswith((".setter", ".deleter")) for d in decorators):
-        role = "fset" if any(d.endswith(".setter") for d in decorators) else "fdel"
-    lines = {node.lineno} | {min(d.lineno for d in node.decorator_list)} \
-        if node.decorator_list else {node.lineno}
-    a = node.args
-    positional = [*a.posonlyargs, *a.args]
-    every = [*positional, *a.kwonlyargs] + [x for x in (a.vararg, a.kwarg) if x]
-    return TargetFunction(
-        key=qualname + (f"#{occurrence}" if occurrence else ""), module=module,
-        qualname=qualname, role=role, lines=tuple(sorted(lines)),
-        params=tuple(x.arg for x in positional), vararg=a.vararg.arg if a.vararg else None,
-        required=len(positional) - len(a.defaults),
-        annotations={x.arg: ast.unparse(x.annotation) for x in every if x.annotation})
-
-
-# ---------------------------------------------------------------------------- the recording
-
-
 def record_cases(task: Task, config: TraceConfig | None = None, box: Any = None
                  ) -> tuple[Task | None, str]:
     """The task with ``reference["cases"]`` recorded in Docker (see the module docstring),
     or the task unchanged and why no case could be recorded. (A task whose image holds the
     removed code elsewhere never gets here: see :mod:`.leak`.) ``box``: a container that
     holds the task's base code already (task creation's, of the snapshot's image)."""
-    from repogym.envs.grading.grader import Grader
-    from repogym.envs.grading.testcmd import runs_pytest
-    from repogym.envs.sandbox.base import SandboxConfig
-    from repogym.envs.sandbox.docker import DockerSandbox
-    from repogym.tasks.images import ensure_image
-
     ref = task.reference or {}
     if task.kind != "replication" or not ref.get("file") or "granularity" not in ref:
         return task, "not a replication task with a reference"
@@ -252,8 +92,6 @@ def recorder(config: TraceConfig | None = None
              ) -> Callable[[Task], tuple[Task | None, str]]:
     """:func:`record_cases` for a task source: a failure leaves the task without cases (its
     rewards then fall back to the tests) and says why."""
-    from repogym.errors import RepogymError
-
     def record(task: Task) -> tuple[Task | None, str]:
         try:
             return record_cases(task, config)
@@ -275,8 +113,6 @@ class _Recording:
                                  limit=64 * 1024 * 1024).output)
 
     def run(self) -> tuple[Task | None, str]:
-        from repogym.errors import TaskError
-
         self.box.put_files({"repogym-grade/gold.patch": self.task.patch.encode()}, "/opt")
         text = self.root("cd /testbed && git apply --binary --whitespace=nowarn "
                          "/opt/repogym-grade/gold.patch >/dev/null 2>&1 && echo APPLIED && "
@@ -308,25 +144,13 @@ class _Recording:
         spec = {"targets": [{"key": t.key, "path": f"/testbed/{self.ref['file']}",
                              "name": t.name, "lines": list(t.lines)} for t in targets],
                 "out": OUT_DIR, "max_calls": c.max_calls, "max_bytes": c.max_bytes}
-        sub = TRACE_DIR.removeprefix("/opt/")
-        with open(__file__, "rb") as f:
-            own = f.read()
-        self.box.put_files({f"{sub}/repogym_trace.py": own,
-                            f"{sub}/sitecustomize.py": SITECUSTOMIZE.encode(),
-                            f"{sub}/config.json": json.dumps(spec).encode()}, "/opt")
-        self.root(f"mkdir -p {OUT_DIR} && chown 1000:1000 {OUT_DIR}")
         files = sorted({t.split("::")[0] for t in self.task.FAIL_TO_PASS})
-        command = (f"{self.task.environment.test_cmd} -p no:cacheprovider -o addopts= "
-                   + " ".join(shlex.quote(f) for f in files if f.endswith(".py")))
-        self.box.exec(["env", f"PYTHONPATH={TRACE_DIR}", f"REPOGYM_TRACE={TRACE_DIR}/config.json",
-                       "PYTEST_DISABLE_PLUGIN_AUTOLOAD=1", "PYTHONDONTWRITEBYTECODE=1",
-                       "PYTHONHASHSEED=0",
-                       "bash", "-c", command], timeout=self.task.environment.timeout)
-        dumps = self.root(f"for f in {OUT_DIR}/trace-*.json; do [ -e \"$f\" ] && "
-                          "base64 -w0 \"$f\"; echo; done")
+        dumps = traced_run(self.box, self.task.environment.test_cmd, files,
+                           self.task.environment.timeout, {"repogym_trace.py": own_source()},
+                           SITECUSTOMIZE, spec, TRACE_DIR, OUT_DIR, "trace-*.json")
         calls: dict[str, dict[str, dict[str, Any]]] = {t.key: {} for t in targets}
-        for line in dumps.split():
-            for key, found in json.loads(base64.b64decode(line))["calls"].items():
+        for data in dumps:
+            for key, found in data["calls"].items():
                 for call in found:
                     calls.setdefault(key, {}).setdefault(json.dumps(call, sort_keys=True), call)
         return {key: list(found.values()) for key, found in calls.items()}
@@ -335,8 +159,6 @@ class _Recording:
                    traced: dict[str, list[dict[str, Any]]]) -> list[dict[str, Any]]:
         """A seeded sample of the traced calls and twice the generated ones needed (the
         reference's run below drops some)."""
-        from .inputs import generate_calls
-
         c = self.config
         rng = random.Random(c.seed)
         out: list[dict[str, Any]] = []
@@ -352,8 +174,6 @@ class _Recording:
              ) -> list[dict[str, Any]]:
         """The candidates on which the reference is deterministic, quick and really does
         something, each with ``expect``: its outcome."""
-        from repogym.envs.grading.agreement import call_cases
-
         c = self.config
         functions = {t.key: t.harness_entry() for t in targets}
         # calls that take more CPU than slow_call are dropped anyway: no need to wait for

@@ -143,7 +143,7 @@ def test_inputs_are_sorted_by_what_gold_and_base_do() -> None:
 
 
 def traced(key: str, from_tests: int, tests: tuple[str, ...] = ()) -> Traced:
-    from repogym.tasks.sources.trace import TargetFunction
+    from repogym.tasks.sources.targets import TargetFunction
 
     target = TargetFunction(key=key, module="m", qualname=key.split(":")[1], role="call",
                             lines=(1,))

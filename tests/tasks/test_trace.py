@@ -17,9 +17,10 @@ from typing import Any
 
 import pytest
 
-from repogym.tasks.sources import trace
+from repogym.tasks.sources import trace, tracer
 from repogym.tasks.sources.inputs import annotation_strategy, generate_calls, plain_value
-from repogym.tasks.sources.trace import TraceConfig, target_functions
+from repogym.tasks.sources.targets import target_functions
+from repogym.tasks.sources.trace import TraceConfig
 
 SHAPES = textwrap.dedent('''\
     """Shapes."""
@@ -151,7 +152,7 @@ def run_traced(folder: Path, max_calls: int = 100) -> dict[str, Any]:
     (folder / "test_shapes.py").write_text(SHAPES_TESTS)
     hook = folder / "hook"
     hook.mkdir()
-    shutil.copy(trace.__file__, hook / "repogym_trace.py")
+    shutil.copy(tracer.__file__, hook / "repogym_trace.py")
     (hook / "sitecustomize.py").write_text(trace.SITECUSTOMIZE)
     out = folder / "out"
     out.mkdir()
@@ -353,10 +354,12 @@ def test_module_task_gives_per_function_partial_credit(shapes_source: Any) -> No
 
 @pytest.mark.docker
 @pytest.mark.slow
-def test_a_task_whose_image_holds_another_copy_is_rejected(shapes_source: Any) -> None:
+def test_a_copy_the_repository_owns_is_context_not_a_leak(shapes_source: Any) -> None:
+    """legacy/boxes.py holds OldBox.grow, the removed Box.grow to the letter: the repository's
+    own code is what the agent is meant to read (the leak check looks for copies the
+    repository does not own), so the task is kept, and its cases are recorded."""
     source = shapes_source("function", legacy=True)
     target = next(t for t in source.targets() if t.qualname == "Box.grow")
     task, reason = source.check(source.materialize(target))
-    assert task is None
-    assert reason.startswith("leak: the image already holds the gold code")
-    assert "/testbed/legacy/boxes.py::OldBox.grow (exact" in reason
+    assert task is not None, reason
+    assert task.reference and task.reference.get("cases"), task.reference
