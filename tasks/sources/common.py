@@ -288,24 +288,6 @@ def reason_kind(reason: str) -> str:
     return re.sub(r"\d+", "N", head)[:60].strip() or "unknown"
 
 
-def default_deriver(runs: int) -> Deriver:
-    """A candidate whose image already holds its gold code is rejected (see ``.leak``); the
-    others go to ``repogym.tasks.validate.derive_lists`` with ``runs`` runs per side."""
-    from repogym.tasks.validate import derive_lists
-
-    from .leak import leak_guard
-
-    guard = leak_guard()
-
-    def derive(task: Task) -> tuple[Task | None, str]:
-        leak = guard(task)
-        if leak is not None:
-            return None, leak
-        return derive_lists(task, runs=runs)
-
-    return derive
-
-
 def interleave(iterators: list[Iterator[Candidate]]) -> Iterator[Candidate]:
     """Round-robin over several candidate streams (deterministic, like each stream)."""
     live = list(iterators)

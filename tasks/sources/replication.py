@@ -28,11 +28,11 @@ from .common import (
     Log,
     SourceOptions,
     WorkRepo,
-    default_deriver,
     is_test_path,
     log_stderr,
     slug,
 )
+from .deriver import default_deriver
 from .llm import SPEC_SYSTEM, LLMConfig, statement
 from .trace import recorder
 

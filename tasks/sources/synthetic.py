@@ -26,11 +26,11 @@ from .common import (
     Log,
     SourceOptions,
     WorkRepo,
-    default_deriver,
     is_test_path,
     log_stderr,
     slug,
 )
+from .deriver import default_deriver
 from .llm import LLMConfig
 
 MAX_SNIPPETS = 3

@@ -23,11 +23,11 @@ from .common import (
     Log,
     SourceOptions,
     WorkRepo,
-    default_deriver,
     is_test_path,
     log_stderr,
     slug,
 )
+from .deriver import default_deriver
 from .llm import ISSUE_SYSTEM, LLMConfig, statement
 from .synthetic import FailureLog, _last_lines
 

@@ -184,7 +184,7 @@ def test_an_image_holding_a_near_copy_rejects_the_candidate(tmp_path: Path) -> N
     folder's copy); the same code in a file the repository holds is context, not a leak
     (isodate's ``Duration.__ne__`` was rejected for its own ``__eq__``)."""
     from repogym.tasks.schema import Environment
-    from repogym.tasks.sources.common import default_deriver
+    from repogym.tasks.sources.deriver import default_deriver
 
     root = tmp_path / f"iters-{uuid.uuid4().hex[:6]}"
     (root / "pkg").mkdir(parents=True)
