@@ -15,7 +15,13 @@ from repogym.envs.sandbox.runner import Runner
 # the set's order (``expected25``), which with a random seed differs from one process to the
 # next, so the ids that task creation measured named other cases, or none, in the next run
 TEST_ENV = {"PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1", "PYTHONDONTWRITEBYTECODE": "1",
-            "PYTHONHASHSEED": "0"}
+            "PYTHONHASHSEED": "0",
+            # the test run may not make folders in /testbed (a new conftest.py there would
+            # change the run): tools that keep their state in the project's root keep it in
+            # /tmp (astropy__astropy-12907: Hypothesis's .hypothesis folder could not be made,
+            # its warning was an error under astropy's filterwarnings, the conftest failed)
+            "HYPOTHESIS_STORAGE_DIRECTORY": "/tmp/.hypothesis", "COVERAGE_FILE": "/tmp/.coverage",
+            "MYPY_CACHE_DIR": "/tmp/.mypy_cache"}
 
 
 class GradingBox(DockerSandbox):
