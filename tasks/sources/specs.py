@@ -54,6 +54,11 @@ START, END = ">>>>> Start Test Output", ">>>>> End Test Output"
 # to import). pip resolves as of this date in the images these specs build.
 INDEX_DATE = "2024-10-01T00:00:00Z"
 INDEX_AS_OF = f"python -m pip config --site set install.uploaded-prior-to {INDEX_DATE}"
+# SWE-bench's conda environments hold pip, setuptools and wheel, and tests use them (pytest's
+# own make a namespace package with pkg_resources.declare_namespace in a test file: with
+# setuptools pruned, pytest-dev__pytest-11148's gold failed). Asked for by name here, the
+# images keep them; pip stays the pinned one (no upgrade is asked for).
+BUILD_TOOLS = "python -m pip install pip setuptools wheel"
 
 
 class SpecError(ValueError):
@@ -142,7 +147,7 @@ def translate(spec: dict[str, Any], repo: str, mirror: Path | None, commit: str,
     # swebench's environment image holds the packages, its instance image the checkout, the
     # pre-install commands (they edit the repository's files) and the install: so here
     # (``repogym.tasks.env_image``), the install pre-run at the environment setup commit
-    env_setup = [INDEX_AS_OF, *_package_steps(spec, repo, mirror, commit, notes)]
+    env_setup = [INDEX_AS_OF, BUILD_TOOLS, *_package_steps(spec, repo, mirror, commit, notes)]
     notes.append(f"the package index as of {INDEX_DATE} (pip's uploaded-prior-to)")
     setup = [str(cmd) for cmd in spec.get("pre_install") or []]
     install = spec.get("install")

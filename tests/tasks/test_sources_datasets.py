@@ -195,7 +195,8 @@ def test_translation_of_the_spec_keys() -> None:
     # repository runs in the task's own layer (without a mirror there is no env_commit)
     assert got.environment == {
         "python": "3.9",
-        "env_setup": [specs.INDEX_AS_OF, "python -m pip install numpy==1.19 'pandas<2' pytest",
+        "env_setup": [specs.INDEX_AS_OF, specs.BUILD_TOOLS,
+                      "python -m pip install numpy==1.19 'pandas<2' pytest",
                       "python -m pip install attrs==23.1.0"],
         "setup": ["apt-get -y install x", "python -m pip install -e ."],
         "test_cmd": "export LANG=C.UTF-8 && pytest -rA", "build_tools": True}

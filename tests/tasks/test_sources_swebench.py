@@ -104,11 +104,11 @@ def test_published_specs_give_the_environment(tmp_path: Path, repos: tuple[Path,
     assert env.test_files == ("tests/test_app.py",)  # .json is not a test
     # requirements/dev.txt as the harness reads it: -r inlined, "-e ." and comments dropped,
     # the yanked package replaced
-    written = subprocess.run(["bash", "-c", env.env_setup[1].replace(
+    written = subprocess.run(["bash", "-c", env.env_setup[2].replace(
         "/tmp/repogym-requirements.txt", "/dev/stdout")], capture_output=True, text=True).stdout
     assert written.split() == ["pytest==7.1.2", "types-setuptools", "black==22.1"]
-    assert env.env_setup[2] == "python -m pip install -r /tmp/repogym-requirements.txt"
-    assert env.env_setup[3].startswith("python -m pip install setuptools==70.0.0 Werkzeug==2.3.7")
+    assert env.env_setup[3] == "python -m pip install -r /tmp/repogym-requirements.txt"
+    assert env.env_setup[4].startswith("python -m pip install setuptools==70.0.0 Werkzeug==2.3.7")
     # the packages make the environment image; the install is the task's, pre-run there at
     # the environment setup commit
     assert env.setup == ("python -m pip install -e .",) and env.env_commit == base
