@@ -4,6 +4,12 @@ Looks at pyproject.toml, setup.cfg, setup.py, requirements*.txt and tox.ini: the
 it accepts, the extras and requirement files that hold test dependencies, and pytest plugins its
 configuration needs. Tests always run with ``python -m pytest -rA`` (pytest also runs unittest
 and nose-style tests), so the result parses with the pytest log parser.
+
+What the tests import and nothing declares (mccabe 0.7.0's test module needs hypothesis and
+hypothesmith, named nowhere in its sdist: without them it does not even import) is installed
+too, best effort: each name the test files import that is neither the standard library's nor
+the repository's own, as its distribution (``yaml`` is PyYAML), in a setup line whose failures
+(a name that is on no index) do not stop the build and that the build's check does not verify.
 """
 
 from __future__ import annotations
@@ -12,6 +18,7 @@ import ast
 import configparser
 import re
 import shlex
+import sys
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -32,6 +39,30 @@ PLUGIN_OPTIONS = {
     "--timeout": "pytest-timeout", "--benchmark": "pytest-benchmark", "--mypy": "pytest-mypy",
     "--doctest-rst": "pytest-doctestplus", "--flake8": "pytest-flake8",
 }
+# Modules the tests import whose distribution has another name.
+DISTRIBUTIONS = {
+    "yaml": "PyYAML", "dateutil": "python-dateutil", "PIL": "Pillow", "bs4": "beautifulsoup4",
+    "attr": "attrs", "sklearn": "scikit-learn", "cv2": "opencv-python-headless",
+    "Crypto": "pycryptodome", "OpenSSL": "pyOpenSSL", "jwt": "PyJWT", "magic": "python-magic",
+    "dotenv": "python-dotenv", "slugify": "python-slugify", "serial": "pyserial",
+    "git": "GitPython", "zmq": "pyzmq", "markdown": "Markdown", "docx": "python-docx",
+    "pkg_resources": "setuptools", "google.protobuf": "protobuf", "icu": "PyICU",
+    "tidylib": "pytidylib", "railroad": "railroad-diagrams",
+}
+# Namespace packages: the distribution is named after the first two parts (jaraco.path)
+NAMESPACES = frozenset({"jaraco", "backports", "zope", "sphinxcontrib", "dogpile", "google",
+                        "ruamel", "azure"})
+# Names a test imports that no index should be asked for: the test runner, and Python 2's
+# standard library (imported in `try` blocks of code that ran on both)
+NOT_DISTRIBUTIONS = frozenset({
+    "pytest", "_pytest", "py", "pluggy", "__builtin__", "StringIO", "cStringIO", "cPickle",
+    "urllib2", "urlparse", "httplib", "Queue", "ConfigParser", "HTMLParser", "Tkinter",
+    "cookielib", "commands", "exceptions", "sets", "thread", "dummy_thread", "copy_reg",
+    "repr", "htmlentitydefs", "SocketServer", "BaseHTTPServer", "SimpleHTTPServer", "xmlrpclib",
+    "ntpath", "posixpath", "winreg", "_winreg", "msvcrt", "nt", "java", "clr", "gdbm",
+    "dbhash", "dumbdbm", "anydbm", "md5", "sha", "new", "imp", "distutils",
+})
+MAX_GUESSED = 12  # imports installed on a guess, at most
 # Tried in this order: the newest Python that old packages still install on comes first.
 PYTHON_PREFERENCE = ("3.11", "3.13", "3.9")
 PACKAGE_FILES = ("pyproject.toml", "setup.py", "setup.cfg")
@@ -197,5 +228,47 @@ def _setup_commands(tree: TreeView, files: set[str], pyproject: dict[str, Any],
     extra = _extra_packages(pyproject, setup_py, tox, config_text)
     if extra:
         commands.append(f"{pip} " + " ".join(shlex.quote(p) for p in extra))
+    guessed = imported_by_tests(tree, files)
+    if guessed:
+        # one pip per name, each allowed to fail; `for ... do` is no pip command the build's
+        # check reads (installed.pip_requests), so a guess is never a requirement
+        commands.append(f"for p in {' '.join(shlex.quote(g) for g in guessed)}; do {pip} -q "
+                        '"$p" || echo "repogym: $p (imported by the tests) did not install"; '
+                        "done")
     commands.append(f"{pip} pytest")
     return commands
+
+
+def imported_by_tests(tree: TreeView, files: set[str]) -> list[str]:
+    """The distributions of what the test files import that is neither the standard library
+    nor the repository's own (any module or folder name of the tree), sorted."""
+    local = {Path(p).name.split(".")[0] for p in files}  # modules, extensions' sources
+    local |= {part for p in files for part in Path(p).parts[:-1]}
+    names: set[str] = set()
+    for path in sorted(files):
+        if not (path.endswith(".py") and is_test_path(path)):
+            continue
+        try:
+            tree_ast = ast.parse(tree.read_text(path) or "")
+        except (SyntaxError, ValueError):
+            continue
+        for node in ast.walk(tree_ast):
+            if isinstance(node, ast.Import):
+                names |= {alias.name for alias in node.names}
+            elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                names.add(node.module)
+    found = set()
+    for name in names:
+        top = name.split(".")[0]
+        if (top in sys.stdlib_module_names or top in NOT_DISTRIBUTIONS or top in local
+                or not top.isidentifier() or top.startswith("_")):
+            continue
+        dotted = next((d for d in DISTRIBUTIONS if name == d or name.startswith(d + ".")), None)
+        if dotted:
+            found.add(DISTRIBUTIONS[dotted])
+        elif top in NAMESPACES:
+            if "." in name:
+                found.add(".".join(name.split(".")[:2]))
+        else:
+            found.add(top)
+    return sorted(found)[:MAX_GUESSED]

@@ -114,3 +114,38 @@ def test_detection_reads_a_commit_without_checking_it_out(tmp_path: Path) -> Non
     new = detect_environment(GitTree(repo, "HEAD"))
     assert "python -m pip install -r requirements-dev.txt" not in old.setup
     assert "python -m pip install -r requirements-dev.txt" in new.setup
+
+
+def test_what_the_tests_import_and_nothing_declares_is_installed_on_a_guess(
+        tmp_path: Path) -> None:
+    """mccabe 0.7.0: test_mccabe.py needs hypothesis and hypothesmith, declared nowhere in the
+    sdist; without them the module did not import, and every candidate was rejected."""
+    from repogym.tasks.installed import pip_requests
+
+    env = detect_environment(tree(tmp_path, {
+        "setup.py": "from setuptools import setup\nsetup(name='mc', py_modules=['mc'])\n",
+        "mc.py": "import ast\n",
+        "test_mc.py": """\
+            import os, unittest
+            try:
+                from StringIO import StringIO
+            except ImportError:
+                from io import StringIO
+            try:
+                import hypothesmith
+                from hypothesis import given, settings
+            except ImportError:
+                hypothesmith = None
+            import yaml
+            import jaraco.path
+            import pytest
+            import mc
+            from helpers import check
+            """,
+        "helpers.py": "def check(): pass\n",
+    }))
+    guess = ('for p in PyYAML hypothesis hypothesmith jaraco.path; do python -m pip install -q '
+             '"$p" || echo "repogym: $p (imported by the tests) did not install"; done')
+    assert env.setup == ("python -m pip install -e .", guess, "python -m pip install pytest")
+    # a guess is not a requirement the build's check holds the image to
+    assert [r["requirement"] for r in pip_requests(env.setup)["requirements"]] == ["pytest"]
