@@ -13,29 +13,18 @@ from __future__ import annotations
 import ast
 import random
 import re
-from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from repogym.errors import RepogymError
 from repogym.tasks.schema import Environment, Reference, Task
 
 from . import mutate, pyast, statements
-from .common import (
-    Deriver,
-    Log,
-    SourceOptions,
-    WorkRepo,
-    is_test_path,
-    log_stderr,
-    slug,
-)
-from .deriver import default_deriver
+from .common import Deriver, Log, SourceOptions, WorkRepo, is_test_path, log_stderr
 from .llm import LLMConfig
+from .planted import FailureLog, PlantedBugSource
 
 MAX_SNIPPETS = 3
 MAX_SNIPPET_LINES = 40
-FailureLog = Callable[[Task], str]
 
 
 @dataclass(frozen=True)
@@ -205,19 +194,16 @@ def _reference(file: str, qualname: str, occurrence: int, source: str) -> Refere
     return ref
 
 
-class SyntheticSource:
+class SyntheticSource(PlantedBugSource[mutate.Mutation]):
     """Planted-bug candidates from a working repository (see the module docstring)."""
-
-    name = "synthetic"
 
     def __init__(self, work: WorkRepo, options: SyntheticOptions, common: SourceOptions,
                  environment: Environment, llm: LLMConfig | None = None,
                  derive: Deriver | None = None, log: Log = log_stderr,
                  failure_log: FailureLog | None = None) -> None:
-        self.work, self.options, self.common = work, options, common
-        self.environment, self.llm, self.log = environment, llm, log
-        self.derive = derive or default_deriver(common.runs)
-        self.failure_log = failure_log or grader_failure_log
+        super().__init__(work, common, environment, llm, derive, log,
+                         failure_log or grader_failure_log)
+        self.options = options
         self.files = {p: t for p in work.files() if p.endswith(".py")
                       and (t := work.read_text(p)) is not None}
         self.library = {p: self.files[p] for p in pyast.library_files(self.files)}
@@ -227,53 +213,28 @@ class SyntheticSource:
         return mutations(self.library, self.options.operators, self.common.seed,
                          set(re.findall(r"\w+", tests)))
 
-    def candidates(self) -> Iterator[Task]:
-        for mutation in self.mutations():
-            task = self.materialize(mutation)
-            if task is not None:
-                yield task
-
     def materialize(self, mutation: mutate.Mutation) -> Task | None:
         """The candidate task of one mutation, or None if the mutation does not verify."""
         text = self.library[mutation.file]
         buggy = mutate.verify(text, mutation)
         if buggy is None:
             return None
-        base = self.work.commit_files({mutation.file: buggy}, f"Change {mutation.qualname}",
-                                      f"synthetic/{mutation.key}")
         src = pyast.Source(text)
         node = pyast.find(pyast.parse(text), mutation.qualname, mutation.occurrence)
         original = pyast.source_of(src, node)
-        return Task(
-            instance_id=f"{slug(self.work.name)}-synthetic-{mutation.operator}-{mutation.key}",
-            repo=self.work.name, base_commit=base,
-            problem_statement=f"A bug in {mutation.file} (written once the tests have run).",
-            patch=self.work.diff(base, self.work.head), source=str(self.work.path),
-            environment=self.environment, kind="synthetic", split=self.common.split,
-            reference=_reference(mutation.file, mutation.qualname, mutation.occurrence,
-                                 original),
-            extra={"original_commit": self.work.head, "operator": mutation.operator,
-                   "line": mutation.line},
-        )
+        return self.planted(mutation, buggy, _reference(mutation.file, mutation.qualname,
+                                                        mutation.occurrence, original))
 
     def check(self, task: Task) -> tuple[Task | None, str]:
-        done, reason = self.derive(task)
+        done, reason = self.derived(task)
         if done is None:
             return None, reason
-        if not done.PASS_TO_PASS:
-            return None, "breaks every test: no test passes with the bug (does it still import?)"
         hidden = statements.hidden_lines(done, self.files)
         found = statements.facts(done, self.files.get)
         if found:  # what the failing tests observed (see repogym.tasks.checking)
             fallback = statements.facts_statement(done, found, name_tests=True, hidden=hidden)
         else:
-            try:
-                output = self.failure_log(done)
-            except RepogymError as err:
-                self.log(f"warning: no test output for the statement of {task.instance_id}: "
-                         f"{err}")
-                output = ""
-            fallback = failure_statement(done.FAIL_TO_PASS, self.files, output)
+            fallback = failure_statement(done.FAIL_TO_PASS, self.files, self.test_output(done))
         text, author = statements.written(self.llm, fallback, hidden, self.log)
         extra = {**statements.without_observations(done), "statement_from": author}
         return done.with_(problem_statement=text, extra=extra), reason

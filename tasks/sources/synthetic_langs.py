@@ -10,26 +10,16 @@ problem statement names the failing tests and shows the end of their output, nev
 from __future__ import annotations
 
 import random
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from repogym.errors import RepogymError
 from repogym.tasks.schema import Environment, Task
 
 from . import mutate_ts
-from .common import (
-    Deriver,
-    Log,
-    SourceOptions,
-    WorkRepo,
-    is_test_path,
-    log_stderr,
-    slug,
-)
-from .deriver import default_deriver
+from .common import Deriver, Log, SourceOptions, WorkRepo, is_test_path, log_stderr
 from .llm import ISSUE_SYSTEM, LLMConfig, statement
-from .synthetic import FailureLog, _last_lines
+from .planted import FailureLog, PlantedBugSource
+from .synthetic import _last_lines
 
 # folders whose code the tests do not exercise as the library (or that are not the project's)
 SKIP_DIRS = frozenset({"vendor", "node_modules", "examples", "example", "benches", "fuzz",
@@ -106,61 +96,36 @@ def failure_statement(failing: tuple[str, ...], log: str) -> str:
     return "\n".join(parts)
 
 
-class LangSyntheticSource:
+class LangSyntheticSource(PlantedBugSource[mutate_ts.Mutation]):
     """Planted-bug candidates in another language (see the module docstring)."""
 
-    name = "synthetic"
+    stops = "build"
 
     def __init__(self, work: WorkRepo, options: LangSyntheticOptions, common: SourceOptions,
                  environment: Environment, llm: LLMConfig | None = None,
                  derive: Deriver | None = None, log: Log = log_stderr,
                  failure_log: FailureLog | None = None) -> None:
-        self.work, self.options, self.common = work, options, common
-        self.environment, self.llm, self.log = environment, llm, log
+        super().__init__(work, common, environment, llm, derive, log,
+                         failure_log or grader_log_tail)
+        self.options = options
         self.language = environment.language
-        self.derive = derive or default_deriver(common.runs)
-        self.failure_log = failure_log or grader_log_tail
         self.library = library_files(work, self.language)
 
     def mutations(self) -> list[mutate_ts.Mutation]:
         return mutations(self.library, self.language, self.options.operators, self.common.seed)
 
-    def candidates(self) -> Iterator[Task]:
-        for mutation in self.mutations():
-            task = self.materialize(mutation)
-            if task is not None:
-                yield task
-
     def materialize(self, mutation: mutate_ts.Mutation) -> Task | None:
-        text = self.library[mutation.file]
-        buggy = mutate_ts.verify(self.language, text, mutation)
+        buggy = mutate_ts.verify(self.language, self.library[mutation.file], mutation)
         if buggy is None:
             return None
-        base = self.work.commit_files({mutation.file: buggy}, f"Change {mutation.qualname}",
-                                      f"synthetic/{mutation.key}")
-        return Task(
-            instance_id=f"{slug(self.work.name)}-synthetic-{mutation.operator}-{mutation.key}",
-            repo=self.work.name, base_commit=base,
-            problem_statement=f"A bug in {mutation.file} (written once the tests have run).",
-            patch=self.work.diff(base, self.work.head), source=str(self.work.path),
-            environment=self.environment, kind="synthetic", split=self.common.split,
-            extra={"original_commit": self.work.head, "operator": mutation.operator,
-                   "line": mutation.line, "function": mutation.qualname,
-                   "file": mutation.file},
-        )
+        return self.planted(mutation, buggy, extra={"function": mutation.qualname,
+                                                    "file": mutation.file})
 
     def check(self, task: Task) -> tuple[Task | None, str]:
-        done, reason = self.derive(task)
+        done, reason = self.derived(task)
         if done is None:
             return None, reason
-        if not done.PASS_TO_PASS:
-            return None, "breaks every test: no test passes with the bug (does it still build?)"
-        try:
-            output = self.failure_log(done)
-        except RepogymError as err:
-            self.log(f"warning: no test output for the statement of {task.instance_id}: {err}")
-            output = ""
-        fallback = failure_statement(done.FAIL_TO_PASS, output)
+        fallback = failure_statement(done.FAIL_TO_PASS, self.test_output(done))
         prompt = ("Write a bug report from these failing tests. Describe the wrong behaviour "
                   "a user would see; do not guess where the defect is.\n\n" + fallback)
         text = statement(self.llm, ISSUE_SYSTEM, prompt, fallback, self.log)
