@@ -75,6 +75,15 @@ def _load(text: str) -> dict[str, Any]:
     return data if isinstance(data, dict) else {}
 
 
+def _two_tests(good: str, bad: str, n: int) -> str:
+    """A canary test that must pass (``good``) and one that must fail (``bad``), in Jest's and
+    Vitest's shared ``test(title, fn)`` form."""
+    return (f"test('{good}', () => {{\n  let s = 0;\n  for (let i = 0; i < {n}; i++) s += i;\n"
+            f"  if (s !== {n * (n - 1) // 2}) throw new Error('sum');\n}});\n\n"
+            f"test('{bad}', () => {{\n  const a = [{n}, 1].sort((x, y) => x - y);\n"
+            f"  if (a[0] !== {n}) throw new Error('order ' + a);\n}});\n")
+
+
 class Jest:
     name = "jest"
     log_parser = "jest"
@@ -101,11 +110,8 @@ class Jest:
         # package too, so whatever loading it does to the tests' world it does to the canary's
         root = posixpath.relpath(".", posixpath.dirname(path) or ".")
         text = (f"try {{ require({json.dumps(root)}); }} catch (e) {{}}\n\n"
-                f"test('{good}', () => {{\n  let s = 0;\n  for (let i = 0; i < {n}; i++) s += i;\n"
-                f"  if (s !== {n * (n - 1) // 2}) throw new Error('sum');\n}});\n\n"
-                f"test('{bad}', () => {{\n  const a = [{n}, 1].sort((x, y) => x - y);\n"
-                f"  if (a[0] !== {n}) throw new Error('order ' + a);\n}});\n\n"
-                f"test('{worse}', () => {{\n  expect([{n}, 1].sort((x, y) => x - y)[0])"
+                + _two_tests(good, bad, n)
+                + f"\ntest('{worse}', () => {{\n  expect([{n}, 1].sort((x, y) => x - y)[0])"
                 f".toBe({n});\n}});\n")
         return Canary(path, put(path, text), {f"{path}{SEP}{good}": "PASSED",
                                               f"{path}{SEP}{bad}": "FAILED",
@@ -137,11 +143,7 @@ class Vitest(Jest):
     def canary(self, test_files: list[str], rng: random.Random) -> Canary:
         path, _ = _path(test_files, rng, "test", ".test.js")
         good, bad, n = _titles(rng)
-        text = (f"import {{ test }} from 'vitest';\n\n"
-                f"test('{good}', () => {{\n  let s = 0;\n  for (let i = 0; i < {n}; i++) s += i;\n"
-                f"  if (s !== {n * (n - 1) // 2}) throw new Error('sum');\n}});\n\n"
-                f"test('{bad}', () => {{\n  const a = [{n}, 1].sort((x, y) => x - y);\n"
-                f"  if (a[0] !== {n}) throw new Error('order ' + a);\n}});\n")
+        text = "import { test } from 'vitest';\n\n" + _two_tests(good, bad, n)
         return Canary(path, put(path, text), {f"{path}{SEP}{good}": "PASSED",
                                               f"{path}{SEP}{bad}": "FAILED"})
 
