@@ -101,7 +101,6 @@ class LangRun:
         checked = [p for p in predicted if content_checked(p, self.language)
                    and p not in stripped]
         upload = stage.upload({"agent.patch": patch, "test.patch": self.task.test_patch})
-        first = stage.apply_script(bool(patch.strip()), checked)
         dirs = sorted({"."} | {f.rpartition("/")[0] for f in files if "/" in f})
         plant = (f"cd /testbed && if [ ! -e {canary.path!r} ]; then ( {canary.script} ) && "
                  "echo __RG_PLANTED=1; fi\n") if canary else ""
@@ -109,19 +108,8 @@ class LangRun:
         def finish() -> str:  # built once stripped is final
             return stage.finish_script(sorted(stripped), False, files, dirs) + plant
 
-        if checked:  # the host must read those files before it knows what to strip
-            _, out = self.root(first, data=upload)
-            staged = stage.parse(out, checked)
-            for path in checked:
-                if staged.applied and config_changed(path, *staged.contents[path]):
-                    stripped[path] = "runner_config"
-            _, out2 = self.root(stage.resume_header(staged.applied) + finish())
-            out += out2
-        else:
-            _, out = self.root(first + finish(), data=upload)
-        staged = stage.parse(out, checked)
-        stage.require_done(staged, out)
-        return staged, out
+        return stage.run_staging(self.root, upload, patch, checked, stripped, finish,
+                                 config_changed, "runner_config")
 
     def _planted(self, canary: Canary | None, out: str) -> Canary | None:
         if canary is None:

@@ -136,26 +136,15 @@ class PytestRun:
         script reported and its output."""
         checked = stage.content_checked(predicted, stripped)
         files = self.test_files()
-        upload = self._upload(patch, files, plant, hide)
-        first = stage.apply_script(bool(patch.strip()), checked)
         prelude = self._prelude()
 
         def finish() -> str:  # built once stripped is final
             return stage.finish_script(sorted(stripped), plant, files, protected_dirs(files),
                                        prelude)
 
-        if checked:  # the host must read those files before it knows what to strip
-            _, out = self.root(first, data=upload)
-            staged = stage.parse(out, checked)
-            for path in checked:
-                if staged.applied and stage.config_changed(path, *staged.contents[path]):
-                    stripped[path] = "pytest_config"
-            _, more = self.root(stage.resume_header(staged.applied) + finish())
-            out += more
-        else:
-            _, out = self.root(first + finish(), data=upload)
-        staged = stage.parse(out, checked)
-        stage.require_done(staged, out)
+        staged, out = stage.run_staging(self.root, self._upload(patch, files, plant, hide),
+                                        patch, checked, stripped, finish,
+                                        stage.config_changed, "pytest_config")
         found = _SPARE.search(out)
         self.spare_start = found.group(1) if found else ""
         return staged, out

@@ -22,6 +22,7 @@ import subprocess
 import tarfile
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -213,6 +214,32 @@ def parse(output: str, checked: list[str]) -> Staged:
     staged.canary = marks.get("CANARY")
     staged.done = marks.get("STAGED") == "1"
     return staged
+
+
+def run_staging(root: Callable[..., tuple[int, str]], upload: bytes, patch: str,
+                checked: list[str], stripped: dict[str, Protected], finish: Callable[[], str],
+                changed: Callable[[str, str, str], bool], reason: Protected
+                ) -> tuple[Staged, str]:
+    """Stages a grading container with ``root`` (a root script runner: script, ``data=``
+    its stdin): part one unpacks ``upload`` and applies the patch; when ``checked`` files
+    are judged by content, their old and new text come back first, each that ``changed``
+    joins ``stripped`` with ``reason``, and part two (``finish()``, built once ``stripped``
+    is final) runs in an exec of its own; otherwise both parts run in one. Returns what the
+    script reported and its output."""
+    first = apply_script(bool(patch.strip()), checked)
+    if checked:  # the host must read those files before it knows what to strip
+        _, out = root(first, data=upload)
+        staged = parse(out, checked)
+        for path in checked:
+            if staged.applied and changed(path, *staged.contents[path]):
+                stripped[path] = reason
+        _, more = root(resume_header(staged.applied) + finish())
+        out += more
+    else:
+        _, out = root(first + finish(), data=upload)
+    staged = parse(out, checked)
+    require_done(staged, out)
+    return staged, out
 
 
 def require_done(staged: Staged, output: str) -> None:
