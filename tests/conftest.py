@@ -6,12 +6,11 @@ from __future__ import annotations
 import contextlib
 import functools
 import os
-import textwrap
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
-from pathlib import Path
 
 import pytest
+from toy_repo import TOY_PATCH, TOY_TEST_PATCH, write_toy_repo
 
 from repogym.envs.sandbox import client as engine_client
 from repogym.envs.sandbox import owners
@@ -131,77 +130,6 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
         if mine:
             print(f"\nLEAK: {len(mine)} containers outlived the tests: {mine[:10]}")
             session.exitstatus = 1
-
-
-TOY_FILES = {
-    "calc/__init__.py": '''\
-        """A tiny calculator."""
-
-
-        def add(a, b):
-            return a - b
-
-
-        def mul(a, b):
-            return a * b
-
-
-        def clamp(x, lo, hi):
-            """Limits x to [lo, hi]."""
-            return max(lo, min(x, hi))
-        ''',
-    "tests/test_mul.py": """\
-        from calc import mul
-
-
-        def test_mul():
-            assert mul(2, 3) == 6
-
-
-        def test_mul_zero():
-            assert mul(0, 5) == 0
-        """,
-}
-
-TOY_TEST_PATCH = """\
-diff --git a/tests/test_add.py b/tests/test_add.py
-new file mode 100644
---- /dev/null
-+++ b/tests/test_add.py
-@@ -0,0 +1,9 @@
-+from calc import add
-+
-+
-+def test_add():
-+    assert add(2, 3) == 5
-+
-+
-+def test_add_negative():
-+    assert add(-2, -3) == -5
-"""
-
-TOY_PATCH = """\
-diff --git a/calc/__init__.py b/calc/__init__.py
---- a/calc/__init__.py
-+++ b/calc/__init__.py
-@@ -2,7 +2,7 @@
- 
- 
- def add(a, b):
--    return a - b
-+    return a + b
- 
- 
- def mul(a, b):
-"""
-
-
-def write_toy_repo(root: Path) -> Path:
-    for name, text in TOY_FILES.items():
-        path = root / name
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(textwrap.dedent(text))
-    return root
 
 
 @pytest.fixture(scope="session")

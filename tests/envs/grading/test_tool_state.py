@@ -8,7 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from conftest import TOY_PATCH, TOY_TEST_PATCH, write_toy_repo
+from toy_repo import TOY_PATCH, TOY_TEST_PATCH, write_toy_repo
 
 from repogym.envs.grading.grader import Grader, GraderConfig
 from repogym.tasks.images import ensure_image
