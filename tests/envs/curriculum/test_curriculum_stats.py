@@ -44,7 +44,9 @@ def prepared(path: Path) -> Path:
 
 
 def test_every_ended_episode_updates_its_task(tmp_path: Path) -> None:
-    env = gym.make("repogym/SWE-v0", suite="demo", sandbox="fake", max_steps=2)
+    # a file of its own: the process's in-memory store is shared with the tests run before
+    env = gym.make("repogym/SWE-v0", suite="demo", sandbox="fake", max_steps=2,
+                   stats=tmp_path / "stats.json")
     try:
         info, reward, _ = play(env, [SUBMIT])
         cut_info, _, end = play(env, ['{"tool": "bash", "command": "true"}'] * 3)
