@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 import xml.etree.ElementTree as ET
+from collections.abc import Collection
 from typing import Any
 
 PASSING = {"PASSED", "XFAIL"}
@@ -29,17 +30,24 @@ def parse_log(log: str, parser: str) -> dict[str, str]:
     return dict(parser_for(parser)(log, None))
 
 
-def parse_junit(xml_text: str) -> dict[str, str]:
-    """Statuses by pytest node id from a JUnit file written with ``junit_family=xunit1``."""
+def parse_junit(xml_text: str, known: Collection[str] = ()) -> dict[str, str]:
+    """Statuses by pytest node id from a JUnit file written with ``junit_family=xunit1``.
+
+    A case's ``classname`` comes from its node id; its ``file`` is where the test function is
+    written, which for a method a test class inherits is another file (cachetools' test
+    classes take their methods from ``tests/__init__.py``). Where the two disagree, the id is
+    rebuilt from ``classname``: the split into file and classes that ``known`` (the ids
+    another source reported) holds, else the one whose classes are capitalised."""
     if not xml_text.strip():
         return {}
     try:
         root = ET.fromstring(xml_text)
     except ET.ParseError:
         return {"<unparsable junit>": "ERROR"}
+    known = set(known)
     statuses: dict[str, str] = {}
     for case in root.iter("testcase"):
-        node = _node_id(case)
+        node = _node_id(case, known)
         status = _status(case)
         # a test that failed and then errored in teardown appears twice: the worst one wins
         if statuses.get(node) in (None, "PASSED"):
@@ -47,14 +55,24 @@ def parse_junit(xml_text: str) -> dict[str, str]:
     return statuses
 
 
-def _node_id(case: ET.Element) -> str:
+def _node_id(case: ET.Element, known: set[str]) -> str:
     file = case.get("file", "")
     classname = case.get("classname", "")
     name = case.get("name", "")
     module = file[:-3].replace("/", ".") if file.endswith(".py") else ""
-    inner = classname[len(module) + 1 :] if module and classname.startswith(module) else ""
-    parts = [file or classname.replace(".", "/") + ".py"] + inner.split(".") * bool(inner) + [name]
-    return "::".join(p for p in parts if p)
+    if module and (classname == module or classname.startswith(module + ".")) or not classname:
+        inner = classname[len(module) + 1:]
+        return "::".join(p for p in [file, *inner.split("."), name] if p)
+    parts = classname.split(".")
+    splits = ["::".join(["/".join(parts[:k]) + ".py", *parts[k:], name])
+              for k in range(len(parts), 0, -1)]
+    for node in splits:
+        if node in known:
+            return node
+    for k in range(len(parts), 0, -1):  # the classes: the trailing capitalised names
+        if not parts[k - 1][:1].isupper():
+            return splits[len(parts) - k]
+    return splits[0]
 
 
 def _status(case: ET.Element) -> str:

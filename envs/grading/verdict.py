@@ -79,12 +79,14 @@ class Verdict:
         parser = task.environment.log_parser
         if self._strays(junit_xml, log):
             return {}, {}
-        junit = self._unmask(parse_junit(junit_xml))
+        records = self.records[0] if self.records else None
+        # the ids under their names in the run, to read JUnit's inherited methods by
+        known = records.statuses if records is not None else parse_log(log, parser)
+        junit = self._unmask(parse_junit(junit_xml, known))
         if not junit and log_status and report.exit_code in (0, 1):
             report.invalidate("pytest wrote no JUnit file: the test command did not pass the "
                               "harness's options on to pytest", Flag.REPORT_MISMATCH)
             return {}, {}
-        records = self.records[0] if self.records else None
         primary = self._unmask(records.statuses) if records is not None else junit
         if records is not None and not primary and (junit or log_status):
             report.invalidate("the harness's reporter received no results although the tests "
@@ -111,8 +113,9 @@ class Verdict:
             return False
         named = [w for w in pytest_args(self.task.environment.test_cmd) or []
                  if not w.startswith("-")]
-        sources = [parse_junit(junit_xml), parse_log(log, self.task.environment.log_parser),
-                   *(records.statuses for records in self.records[:1])]
+        reporter = [records.statuses for records in self.records[:1]]
+        sources = [parse_junit(junit_xml, *reporter),
+                   parse_log(log, self.task.environment.log_parser), *reporter]
         found = sorted({n for s in sources for n in self.disguise.strays(s, named)})
         if found:
             self.report.invalidate(f"results for tests the run did not collect: {found[:3]}",

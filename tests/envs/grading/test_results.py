@@ -1,5 +1,9 @@
 """The two result sources and how they are compared."""
 
+import subprocess
+import sys
+from pathlib import Path
+
 from swebench.harness.log_parsers import PARSER_REGISTRY
 
 from repogym.envs.grading.results import (
@@ -121,3 +125,27 @@ def test_a_run_is_pytest_when_its_command_runs_pytest() -> None:
     assert pytest_args("env PYTHONHASHSEED=0 python -m pytest -rA") == ["-rA"]
     assert pytest_args("timeout 600 coverage run -m pytest -x") == ["-x"]
     assert pytest_args("pytest -x tests || true") == ["-x", "tests"]
+
+
+def test_junit_ids_of_inherited_methods_are_the_node_ids(tmp_path: Path) -> None:
+    """A method a test class inherits is written in another file, which JUnit's ``file``
+    names (cachetools: every cache's tests come from a mixin in tests/__init__.py); the ids
+    are pytest's node ids all the same, with and without another source to match."""
+    (tmp_path / "tests" / "unit").mkdir(parents=True)
+    (tmp_path / "tests" / "__init__.py").write_text(
+        "class Mixin:\n    def test_clear(self):\n        assert True\n\n"
+        "def test_shared():\n    assert False\n")
+    (tmp_path / "tests" / "unit" / "__init__.py").write_text("")
+    (tmp_path / "tests" / "unit" / "test_lru.py").write_text(
+        "import unittest\nfrom tests import Mixin, test_shared\n\n\n"
+        "class LRUTest(Mixin, unittest.TestCase):\n    def test_own(self):\n        pass\n")
+    xml = tmp_path / "junit.xml"
+    run = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-rA",
+                          f"--junitxml={xml}", "-o", "junit_family=xunit1", "tests"],
+                         cwd=tmp_path, capture_output=True, text=True)
+    log = parse_log(run.stdout, "pytest")
+    assert set(log) == {"tests/unit/test_lru.py::LRUTest::test_clear",
+                        "tests/unit/test_lru.py::LRUTest::test_own",
+                        "tests/unit/test_lru.py::test_shared"}, run.stdout
+    assert parse_junit(xml.read_text(), log) == log
+    assert parse_junit(xml.read_text()) == log
