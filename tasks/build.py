@@ -12,6 +12,7 @@ build container's own (its owner labels) leaks into containers later started fro
 from __future__ import annotations
 
 import io
+import json
 import tarfile
 import time
 import uuid
@@ -150,14 +151,52 @@ def _commit(container: Any, base: Any, layer: Layer, labels: dict[str, str]) -> 
     env = _merge_env(config.get("Env") or [], layer.env)
     repository, _, tag = layer.tag.rpartition(":")
     blank = {key: "" for key in build_labels()}
-    container.commit(repository=repository, tag=tag, conf={
+    conf = {
         "Labels": {**blank, **(config.get("Labels") or {}), **layer.labels, **labels},
         "Env": env,
         "Cmd": config.get("Cmd") or ["bash"],
         "Entrypoint": config.get("Entrypoint"),
         "WorkingDir": layer.workdir,
         "User": config.get("User") or "",
-    })
+    }
+    image = container.commit(repository=repository, tag=tag, conf=conf)
+    if not _holds(image.attrs.get("Config") or {}, conf):
+        _configure(container.client, image.id, layer.tag, conf)
+
+
+def _holds(config: dict[str, Any], conf: dict[str, Any]) -> bool:
+    """Whether the committed image's configuration is ``conf`` (Podman 4's Docker API ignores
+    a commit's configuration: the image kept the build container's command and labels, and
+    lacked the repository's commit label, so an agent's diff was taken against nothing)."""
+    labels = config.get("Labels") or {}
+    return (all(labels.get(k) == v for k, v in conf["Labels"].items())
+            and (config.get("Cmd") or None) == (conf["Cmd"] or None)
+            and (config.get("WorkingDir") or "") == conf["WorkingDir"])
+
+
+def _configure(client: Any, image_id: str, tag: str, conf: dict[str, Any]) -> None:
+    """Gives image ``image_id`` the configuration ``conf`` under ``tag`` by a build of no
+    steps but the configuration's, which every engine honours."""
+    lines = [f"FROM {image_id}",
+             "LABEL " + " ".join(f"{json.dumps(k)}={json.dumps(v)}"
+                                 for k, v in sorted(conf["Labels"].items())),
+             "ENV " + " ".join(f"{name}={json.dumps(value)}" for name, _, value in
+                               (item.partition("=") for item in conf["Env"])) if conf["Env"]
+             else "",
+             f"ENTRYPOINT {json.dumps(conf['Entrypoint'] or [])}",  # before CMD: it resets CMD
+             f"CMD {json.dumps(conf['Cmd'])}",
+             f"WORKDIR {conf['WorkingDir']}" if conf["WorkingDir"] else "",
+             f"USER {conf['User'] or '0'}"]
+    dockerfile = "\n".join(line for line in lines if line) + "\n"
+    try:
+        client.images.build(fileobj=io.BytesIO(_tar({"Dockerfile": dockerfile.encode()})),
+                            custom_context=True, tag=tag, rm=True, pull=False)
+    except (docker.errors.BuildError, docker.errors.APIError) as exc:
+        raise ImageBuildError(f"configuring {tag} failed: {exc}") from exc
+    built = client.images.get(tag)
+    if not _holds(built.attrs.get("Config") or {}, conf):
+        raise ImageBuildError(f"the engine did not give {tag} its labels, command and working "
+                              "folder, by a commit or a build")
 
 
 def _merge_env(image: list[str], extra: tuple[str, ...]) -> list[str]:

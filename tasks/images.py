@@ -313,6 +313,21 @@ def ensure_image(task: Task, progress: Progress = print) -> BuiltImage:
     return built
 
 
+def _commit_of(client: Any, tag: str) -> str:
+    """The repository's commit in image ``tag`` (its label), or "" when there is no such image.
+    An image of the tag without the label is not one this version built (Podman's API once
+    dropped a commit's labels): it is removed, to be copied or built again, since an agent's
+    diff is taken against that commit."""
+    try:
+        image = client.images.get(tag)
+    except docker.errors.ImageNotFound:
+        return ""
+    commit = (image.labels or {}).get(LABEL_COMMIT, "")
+    if not commit:
+        client.images.remove(tag, force=True)
+    return str(commit)
+
+
 def _ensure_image(task: Task, progress: Progress) -> BuiltImage:
     from repogym.tasks.env_image import ensure_env, is_shared  # builds on this module
     from repogym.tasks.layer import ensure_layered  # a dataset's image that holds the repo
@@ -322,15 +337,14 @@ def _ensure_image(task: Task, progress: Progress) -> BuiltImage:
         return layered
     client = docker_client()
     tag = image_tag(task)
-    try:
-        image = client.images.get(tag)
-        return BuiltImage(tag, image.labels.get(LABEL_COMMIT, ""), True, 0.0)
-    except docker.errors.ImageNotFound:
-        pass
+    commit = _commit_of(client, tag)
+    if commit:
+        return BuiltImage(tag, commit, True, 0.0)
     # the tag names the content: another engine's copy of it is the image a build would make
     if copy_image(tag, client):
-        image = client.images.get(tag)
-        return BuiltImage(tag, image.labels.get(LABEL_COMMIT, ""), True, 0.0)
+        commit = _commit_of(client, tag)
+        if commit:
+            return BuiltImage(tag, commit, True, 0.0)
     if not task.source:
         raise ImageBuildError(
             f"task {task.instance_id} has no `source` and image {tag} does not exist: add a "
