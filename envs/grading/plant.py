@@ -351,6 +351,25 @@ def test_folder(root: str, roots: list[str], files: list[str], python_files: lis
     return os.path.dirname(min(found)[1]) if found else None
 
 
+def collected_files(root: str, folder: str, w: dict[str, Any]) -> list[str]:
+    """The test files discovery collects under ``folder`` (``python_files``, ``norecursedirs``
+    and ``--ignore`` as the run has them), or ``[folder]`` when it finds none. A canary named
+    on the command line beside a folder that holds it is collected alone by pytest 8 (the
+    folder's tests are dropped) and not at all by pytest 9 (voluptuous 0.16: testpaths
+    voluptuous/tests, python_files tests.py): named beside files, both collect both."""
+    found = []
+    for top, dirs, names in os.walk(os.path.join(root, folder)):
+        dirs[:] = sorted(d for d in dirs
+                         if not any(fnmatch.fnmatch(d, p) for p in w["norecurse"]))
+        for name in names:
+            path = os.path.relpath(os.path.join(top, name), root)
+            if name.endswith(".py") and any(path_matches(p, os.path.join(root, path))
+                                            for p in w["python_files"]) and not any(
+                    _under(path, i) or fnmatch.fnmatch(path, i) for i in w["ignore"]):
+                found.append(path)
+    return sorted(found) or [folder]
+
+
 def addopts_plugins(addopts: list[str]) -> list[str]:
     """The plugins that the configuration's ``addopts`` loads with ``-p`` (``-p no:X`` left
     out). The harness drops ``addopts`` (``-o addopts=``) and names these again: a project can
@@ -382,6 +401,7 @@ def where(request: dict[str, Any], root: str) -> dict[str, Any]:
                   else "no configuration file"],
         "named": False, "extra": [], "extra_if_named": [],
         "plugins": addopts_plugins(get("addopts", [])),
+        "norecurse": get("norecursedirs", DEFAULT_NORECURSE), "ignore": opts["ignore"],
     }
     if opts["select"]:
         out["notes"].append(f"the test command selects tests ({'; '.join(opts['select'])})")
@@ -445,8 +465,10 @@ def plan(request: dict[str, Any], root: str = ROOT) -> dict[str, Any]:
     if name is None:
         raise Unplantable(f"no free file name for a canary in {folder or '.'}/")
     passing, failing, text = source(w["functions"], words[-3:], int(request["n"]))
+    extra = [path for named in w["extra"] for path in
+             (collected_files(root, named, w) if _under(folder or ".", named) else [named])]
     return {"path": os.path.join(folder, name) if folder else name, "passing": passing,
-            "failing": failing, "text": text, "named": w["named"], "extra": w["extra"],
+            "failing": failing, "text": text, "named": w["named"], "extra": extra,
             "plugins": w["plugins"], "note": "; ".join(w["notes"])}
 
 

@@ -116,8 +116,34 @@ def test_a_python_files_pattern_that_gives_no_name_names_the_canary(tmp_path: Pa
     root = repo(tmp_path, {"pytest.ini": "[pytest]\ntestpaths = spec\npython_files = [ab]*.py\n",
                            "spec/a_test.py": ""})
     got = where(root)
-    # named on the command line together with the testpaths: the run collects no less
-    assert got["named"] and got["extra"] == ["spec"] and got["path"].startswith("spec/")
+    # named on the command line together with the testpaths' test files: the run collects no
+    # less (see the next test for why files, not the folder)
+    assert got["named"] and got["extra"] == ["spec/a_test.py"] and got["path"].startswith("spec/")
+
+
+def test_a_named_canary_is_collected_with_every_test_of_its_folder(tmp_path: Path) -> None:
+    """voluptuous 0.16: testpaths voluptuous/tests, python_files tests.py. A canary named
+    beside the folder that holds it was collected alone by pytest 8 and not at all by pytest
+    9, so every candidate's run had no project test (0 of 5 kept, "no fail-to-pass test")."""
+    root = repo(tmp_path, {
+        "pyproject.toml": '[tool.pytest.ini_options]\npython_files = "tests.py"\n'
+                          'testpaths = "pkg/tests"\n',
+        "pkg/__init__.py": "", "pkg/tests/__init__.py": "",
+        "pkg/tests/tests.py": "def test_a():\n    pass\n\n\ndef test_b():\n    pass\n",
+        "pkg/tests/deep/__init__.py": "",
+        "pkg/tests/deep/tests.py": "def test_c():\n    pass\n",
+        "pkg/tests/.hidden/tests.py": "def test_hidden():\n    pass\n",
+    })
+    got = where(root)
+    assert got["named"] and got["path"].startswith("pkg/tests/")
+    (root / got["path"]).write_text(got["text"])
+    run = subprocess.run([sys.executable, "-m", "pytest", "-o", "addopts=", "-p",
+                          "no:cacheprovider", "--collect-only", "-q", *got["extra"],
+                          got["path"]], cwd=root, capture_output=True, text=True)
+    ids = {line for line in run.stdout.splitlines() if "::" in line}
+    assert ids == {"pkg/tests/tests.py::test_a", "pkg/tests/tests.py::test_b",
+                   "pkg/tests/deep/tests.py::test_c", f"{got['path']}::{got['passing']}",
+                   f"{got['path']}::{got['failing']}"}, run.stdout
 
 
 def test_testpaths_that_name_only_files(tmp_path: Path) -> None:
