@@ -228,14 +228,17 @@ def matches_any(name: str, patterns: list[str]) -> bool:
 
 def new_name(rng: random.Random, words: list[str], folder: str, python_files: list[str],
              taken: set[str], root: str, file_name: Any) -> str:
-    """A free file name in ``folder`` made like the canaries' (``test_<word>_<word>.py`` or
-    whatever ``python_files`` accepts)."""
+    """A free file name in ``folder`` made like the canaries' (whatever ``python_files``
+    accepts, else ``test_<word>_<word>.py``: the run names its files, so a name discovery
+    would not collect is collected all the same; voluptuous' ``python_files = tests.py``
+    accepts one name, which its own file holds)."""
     for _ in range(200):
         a, b = rng.sample(words, 2)
-        name = file_name(python_files, f"{a}_{b}", folder) or f"test_{a}_{b}.py"
-        if name not in taken and not os.path.lexists(os.path.join(root, folder, name)):
-            taken.add(name)
-            return name
+        for name in (file_name(python_files, f"{a}_{b}", folder), f"test_{a}_{b}.py"):
+            if name and name not in taken and not os.path.lexists(
+                    os.path.join(root, folder, name)):
+                taken.add(name)
+                return name
     raise RuntimeError(f"no free file name in {folder or '.'}/")
 
 

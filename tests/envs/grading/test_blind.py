@@ -321,3 +321,17 @@ def test_the_decoy_run_keeps_the_named_cases_of_each_hidden_function(tmp_path: P
                     if line.startswith("PASSED"))
     assert passed == ["test_p.py::test_a[2]", "test_p.py::test_b[x y]", "test_p.py::test_b[z]",
                       "test_p.py::test_c"], proc.stdout
+
+
+def test_hidden_files_get_free_names_when_python_files_accepts_one_taken_name(
+        tmp_path: Path) -> None:
+    """voluptuous 0.16: ``python_files = tests.py``, and tests.py is its test file. The run
+    names the disguised files, so they take ``test_<word>_<word>.py`` names; every candidate
+    was rejected with "no free file name"."""
+    (tmp_path / "pkg" / "tests").mkdir(parents=True)
+    (tmp_path / "pkg" / "tests" / "tests.py").write_text("")
+    taken: set[str] = set()
+    names = [disguise.new_name(random.Random(1), ["a", "b", "c", "d"], "pkg/tests",
+                               ["tests.py"], taken, str(tmp_path), plant.file_name)
+             for _ in range(3)]
+    assert len(set(names)) == 3 and all(n.startswith("test_") for n in names), names
