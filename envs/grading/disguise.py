@@ -55,7 +55,7 @@ def _repogym_fail(value=None):
     return value
 
 
-def _repogym_decoys(scope, hidden, functions, classes):
+def _repogym_decoys(scope, hidden, functions, classes, wrap):
     import fnmatch
     import sys
 
@@ -76,6 +76,10 @@ def _repogym_decoys(scope, hidden, functions, classes):
         return (callable(obj) and not isinstance(obj, type) and not fixture
                 and matches(name, patterns))
 
+    def inspect_function(obj):
+        import types
+        return isinstance(obj, types.FunctionType)
+
     def testcase(cls):
         unittest = sys.modules.get("unittest")
         return unittest is not None and issubclass(cls, unittest.TestCase)
@@ -83,8 +87,30 @@ def _repogym_decoys(scope, hidden, functions, classes):
     def holds(owner):
         return any(path[:len(owner)] == owner for path in hidden)
 
+    def failing(method):
+        # a hidden test the class inherits from another file's class (the file's own bases
+        # are rewritten in its text): it runs, then fails, as the others do
+        import functools
+        import inspect
+
+        if inspect.iscoroutinefunction(method):
+            @functools.wraps(method)
+            async def wrapper(*args, **kwargs):
+                await method(*args, **kwargs)
+                raise AssertionError("assert False")
+        else:
+            @functools.wraps(method)
+            def wrapper(*args, **kwargs):
+                method(*args, **kwargs)
+                raise AssertionError("assert False")
+        return wrapper
+
     def visit(cls, owner):
         names = hidden.get(owner, ())
+        for name in wrap.get(owner, ()):
+            inherited = None if name in vars(cls) else getattr(cls, name, None)
+            if inspect_function(inherited):
+                setattr(cls, name, failing(inherited))
         patterns = ["test"] if testcase(cls) else functions
         seen = set()
         for klass in cls.__mro__:
@@ -116,7 +142,7 @@ def _repogym_decoys(scope, hidden, functions, classes):
 
 
 if _repogym_decoy:
-    _repogym_decoys(globals(), {hidden!r}, {functions!r}, {classes!r})
+    _repogym_decoys(globals(), {hidden!r}, {functions!r}, {classes!r}, {wrap!r})
 del _repogym_decoys
 '''
 
@@ -132,9 +158,27 @@ def hidden_by_file(ids: list[str]) -> dict[str, dict[tuple[str, ...], set[str]]]
 
 
 def _hidden_defs(tree: ast.Module, hidden: dict[tuple[str, ...], set[str]]
-                 ) -> list[tuple[str, ast.FunctionDef | ast.AsyncFunctionDef]]:
-    """(``A::b``, its definition) for the hidden tests the file's own text defines."""
-    found = []
+                 ) -> tuple[list[tuple[str, ast.FunctionDef | ast.AsyncFunctionDef]], list[str]]:
+    """(``A::b`` and the definition the file's text holds for it, ``A::b`` of the hidden
+    tests whose class inherits them from a class of another file). A method a class inherits
+    from a class of the same file is that class's definition (addict: every test of
+    DictTests is written in its base class AbstractTestsClass)."""
+    found: list[tuple[str, ast.FunctionDef | ast.AsyncFunctionDef]] = []
+    elsewhere: list[str] = []
+    classes = {n.name: n for n in tree.body if isinstance(n, ast.ClassDef)}
+
+    def method(cls: ast.ClassDef, name: str, seen: set[str]
+               ) -> ast.FunctionDef | ast.AsyncFunctionDef | None:
+        for node in cls.body:
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name == name:
+                return node
+        for base in cls.bases:  # in the order Python looks them up, for the usual cases
+            if isinstance(base, ast.Name) and base.id in classes and base.id not in seen:
+                seen.add(base.id)
+                got = method(classes[base.id], name, seen)
+                if got is not None:
+                    return got
+        return None
 
     def walk(body: list[ast.stmt], owner: tuple[str, ...]) -> None:
         for node in body:
@@ -142,10 +186,19 @@ def _hidden_defs(tree: ast.Module, hidden: dict[tuple[str, ...], set[str]]
                 if node.name in hidden.get(owner, ()):
                     found.append(("::".join((*owner, node.name)), node))
             elif isinstance(node, ast.ClassDef):
-                walk(node.body, (*owner, node.name))
+                path = (*owner, node.name)
+                walk(node.body, path)
+                own = {n.name for n in node.body
+                       if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))}
+                for name in sorted(hidden.get(path, set()) - own):
+                    got = method(node, name, {node.name})
+                    if got is not None:
+                        found.append(("::".join((*path, name)), got))
+                    else:
+                        elsewhere.append("::".join((*path, name)))
 
     walk(tree.body, ())
-    return found
+    return found, elsewhere
 
 
 def _returns(func: ast.AST) -> list[ast.Return]:
@@ -164,9 +217,11 @@ def _returns(func: ast.AST) -> list[ast.Return]:
 
 def decoy_text(text: str, hidden: dict[tuple[str, ...], set[str]], functions: list[str],
                classes: list[str], off: tuple[str, str] = ("", "")) -> tuple[str, list[str]]:
-    """(the decoy's text, the hidden tests it defines). Each hidden test keeps its own text,
-    decorators and code, and fails once its body ran: a statement that fails is added after
-    its last one, and each ``return`` fails before it returns. Lines keep their numbers.
+    """(the decoy's text, the hidden tests it defines or its classes inherit). Each hidden
+    test keeps its own text, decorators and code, and fails once its body ran: a statement
+    that fails is added after its last one, and each ``return`` fails before it returns.
+    Lines keep their numbers. A hidden test a class inherits from another file's class is
+    wrapped at import to fail after it ran.
     ``off``: the variable (name, value) that, set, makes the text behave as the original."""
     try:
         tree = ast.parse(text)
@@ -174,8 +229,8 @@ def decoy_text(text: str, hidden: dict[tuple[str, ...], set[str]], functions: li
         return text, []
     lines = text.encode("utf-8", "surrogateescape").splitlines(keepends=True)
     edits: list[tuple[int, int, int, int, str]] = []  # line, col, end line, end col, new text
-    defs = _hidden_defs(tree, hidden)
-    for _, func in defs:
+    defs, elsewhere = _hidden_defs(tree, hidden)
+    for func in {id(f): f for _, f in defs}.values():  # a base's method, once
         last = func.body[-1]
         if last.lineno == func.lineno:  # `def test(): ...` on one line
             edits.append((last.end_lineno or last.lineno, last.end_col_offset or 0,
@@ -202,9 +257,13 @@ def decoy_text(text: str, hidden: dict[tuple[str, ...], set[str]], functions: li
     body = b"".join(lines).decode("utf-8", "surrogateescape")
     if body and not body.endswith("\n"):
         body += "\n"
+    wrap: dict[tuple[str, ...], list[str]] = {}
+    for node in elsewhere:
+        *owner, name = node.split("::")
+        wrap.setdefault(tuple(owner), []).append(name)
     return body + APPENDIX.format(hidden=literal, functions=list(functions),
-                                  classes=list(classes), off_name=off[0],
-                                  off_value=off[1]), sorted(name for name, _ in defs)
+                                  classes=list(classes), off_name=off[0], off_value=off[1],
+                                  wrap=wrap), sorted({name for name, _ in defs} | set(elsewhere))
 
 
 def _splice(lines: list[bytes], line: int, col: int, end_line: int, end_col: int,

@@ -335,3 +335,51 @@ def test_hidden_files_get_free_names_when_python_files_accepts_one_taken_name(
                                ["tests.py"], taken, str(tmp_path), plant.file_name)
              for _ in range(3)]
     assert len(set(names)) == 3 and all(n.startswith("test_") for n in names), names
+
+
+INHERITED = textwrap.dedent("""\
+    import unittest
+
+    from helpers import Elsewhere
+
+
+    class Base(object):
+        def test_same_file(self):
+            self.assertEqual(1, 1)
+
+        def test_kept(self):
+            pass
+
+
+    class DictTests(Base, unittest.TestCase):
+        pass
+
+
+    class ChildTests(DictTests):
+        pass
+
+
+    class OtherTests(Elsewhere, unittest.TestCase):
+        pass
+    """)
+
+
+def test_a_decoy_fails_the_hidden_tests_a_class_inherits(tmp_path: Path) -> None:
+    """addict 2.4: DictTests and ChildDictTests inherit every test from a base class of the
+    same file (cachetools: from a mixin in tests/__init__.py). Those decoys passed, the decoy
+    run exited 0, and every grade was invalid: no candidate was kept."""
+    hidden = disguise.hidden_by_file([
+        "test_x.py::DictTests::test_same_file", "test_x.py::ChildTests::test_same_file",
+        "test_x.py::OtherTests::test_elsewhere"])["test_x.py"]
+    text, expected = disguise.decoy_text(INHERITED, hidden, ["test"], ["Test"])
+    assert expected == ["ChildTests::test_same_file", "DictTests::test_same_file",
+                        "OtherTests::test_elsewhere"]
+    (tmp_path / "helpers.py").write_text(
+        "class Elsewhere(object):\n    def test_elsewhere(self):\n        pass\n")
+    (tmp_path / "test_x.py").write_text(text)
+    assert run_pytest(tmp_path, "test_x.py") == {
+        "test_x.py::DictTests::test_same_file": "FAILED",
+        "test_x.py::ChildTests::test_same_file": "FAILED",
+        "test_x.py::OtherTests::test_elsewhere": "FAILED"}
+    (tmp_path / "test_x.py").write_text(INHERITED)
+    assert set(run_pytest(tmp_path, "test_x.py").values()) == {"PASSED"}
