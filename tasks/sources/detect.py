@@ -104,7 +104,45 @@ def detect_environment(tree: TreeView, overrides: EnvOverrides | None = None) ->
         python=_python_version(_python_requires(pyproject, setup_cfg, setup_py)),
         setup=tuple(_setup_commands(tree, files, pyproject, setup_cfg, setup_py, tox, extras)),
     )
+    named = _undiscovered_tests(tree, files, pyproject)
+    if named:
+        env = replace(env, test_cmd=" ".join([env.test_cmd, *map(shlex.quote, named)]))
     return (overrides or EnvOverrides()).apply(env)
+
+
+DISCOVERED = re.compile(r"^(test_.*|.*_test)\.py$")  # pytest's default python_files
+
+
+def _undiscovered_tests(tree: TreeView, files: set[str], pyproject: dict[str, Any]
+                        ) -> list[str]:
+    """The test files to name on the command line when pytest's discovery, as configured,
+    would find none: the files in test folders that define tests (decorator 5.3: tests/test.py,
+    no pytest configuration; every candidate's run collected nothing). Empty when the
+    configuration says where the tests are or discovery finds a test file."""
+    config = _pytest_config_text(tree, files, pyproject)
+    if "python_files" in config or "testpaths" in config:
+        return []
+    if any(DISCOVERED.match(Path(f).name) for f in files):
+        return []
+    return sorted(f for f in files if f.endswith(".py") and is_test_path(f)
+                  and Path(f).name != "conftest.py" and _defines_tests(tree.read_text(f) or ""))
+
+
+def _defines_tests(text: str) -> bool:
+    """Whether a module defines a test function or a class with test methods."""
+    try:
+        tree = ast.parse(text)
+    except (SyntaxError, ValueError):
+        return False
+    for node in tree.body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and \
+                node.name.startswith("test"):
+            return True
+        if isinstance(node, ast.ClassDef) and any(
+                isinstance(m, (ast.FunctionDef, ast.AsyncFunctionDef))
+                and m.name.startswith("test") for m in node.body):
+            return True
+    return False
 
 
 # ---------------------------------------------------------------------------- python version

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import subprocess
+import sys
 import textwrap
 from pathlib import Path
 
@@ -149,3 +150,29 @@ def test_what_the_tests_import_and_nothing_declares_is_installed_on_a_guess(
     assert env.setup == ("python -m pip install -e .", guess, "python -m pip install pytest")
     # a guess is not a requirement the build's check holds the image to
     assert [r["requirement"] for r in pip_requests(env.setup)["requirements"]] == ["pytest"]
+
+
+def test_test_files_discovery_would_miss_are_named_in_the_command(tmp_path: Path) -> None:
+    """decorator 5.3: tests/test.py (a TestCase) beside tests/documentation.py (doctests in a
+    docstring), no pytest configuration: pytest's discovery collects nothing, so the command
+    names the file that defines tests, and a real run collects them."""
+    root = tmp_path / "repo"
+    files = {
+        "pyproject.toml": '[project]\nname = "deco"\nversion = "1"\n',
+        "src/deco.py": "def f():\n    return 1\n",
+        "tests/test.py": "import unittest\n\n\nclass T(unittest.TestCase):\n"
+                         "    def test_a(self):\n        pass\n",
+        "tests/documentation.py": '"""\n>>> 1\n1\n"""\n\n\ndef helper():\n    pass\n',
+    }
+    env = detect_environment(tree(root, files))
+    assert env.test_cmd == "python -m pytest -rA tests/test.py"
+    run = subprocess.run([*env.test_cmd.replace("python", sys.executable, 1).split(),
+                          "--collect-only", "-q", "-p", "no:cacheprovider"],
+                         cwd=root, capture_output=True, text=True)
+    assert "tests/test.py::T::test_a" in run.stdout, run.stdout
+    # a file discovery finds, or a configuration that says where the tests are: left alone
+    for extra in ({"tests/test_more.py": "def test_b():\n    pass\n"},
+                  {"pytest.ini": "[pytest]\ntestpaths = tests\n"}):
+        other = tmp_path / f"repo{len(extra)}-{sorted(extra)[0].replace('/', '_')}"
+        assert detect_environment(tree(other, {**files, **extra})).test_cmd == \
+            "python -m pytest -rA"
