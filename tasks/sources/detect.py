@@ -104,21 +104,24 @@ def detect_environment(tree: TreeView, overrides: EnvOverrides | None = None) ->
         python=_python_version(_python_requires(pyproject, setup_cfg, setup_py)),
         setup=tuple(_setup_commands(tree, files, pyproject, setup_cfg, setup_py, tox, extras)),
     )
-    named = _undiscovered_tests(tree, files, pyproject)
-    if named:
-        env = replace(env, test_cmd=" ".join([env.test_cmd, *map(shlex.quote, named)]))
+    missed = _undiscovered_tests(tree, files, pyproject)
+    if missed:  # discovery finds them too: the grader names test files the same way for all
+        patterns = [*DEFAULT_PYTHON_FILES, *sorted({Path(f).name for f in missed})]
+        option = shlex.quote("python_files=" + " ".join(patterns))
+        env = replace(env, test_cmd=f"{env.test_cmd} -o {option}")
     return (overrides or EnvOverrides()).apply(env)
 
 
-DISCOVERED = re.compile(r"^(test_.*|.*_test)\.py$")  # pytest's default python_files
+DEFAULT_PYTHON_FILES = ("test_*.py", "*_test.py")
+DISCOVERED = re.compile(r"^(test_.*|.*_test)\.py$")  # what DEFAULT_PYTHON_FILES accepts
 
 
 def _undiscovered_tests(tree: TreeView, files: set[str], pyproject: dict[str, Any]
                         ) -> list[str]:
-    """The test files to name on the command line when pytest's discovery, as configured,
-    would find none: the files in test folders that define tests (decorator 5.3: tests/test.py,
-    no pytest configuration; every candidate's run collected nothing). Empty when the
-    configuration says where the tests are or discovery finds a test file."""
+    """The test files pytest's discovery, as configured, would miss when it finds no other:
+    the files in test folders that define tests (decorator 5.3: tests/test.py, no pytest
+    configuration; every candidate's run collected nothing). Empty when the configuration
+    says where the tests are or discovery finds a test file."""
     config = _pytest_config_text(tree, files, pyproject)
     if "python_files" in config or "testpaths" in config:
         return []

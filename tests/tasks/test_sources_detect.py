@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shlex
 import subprocess
 import sys
 import textwrap
@@ -155,7 +156,8 @@ def test_what_the_tests_import_and_nothing_declares_is_installed_on_a_guess(
 def test_test_files_discovery_would_miss_are_named_in_the_command(tmp_path: Path) -> None:
     """decorator 5.3: tests/test.py (a TestCase) beside tests/documentation.py (doctests in a
     docstring), no pytest configuration: pytest's discovery collects nothing, so the command
-    names the file that defines tests, and a real run collects them."""
+    adds the name of the file that defines tests to python_files, and a real run collects
+    them."""
     root = tmp_path / "repo"
     files = {
         "pyproject.toml": '[project]\nname = "deco"\nversion = "1"\n',
@@ -165,8 +167,8 @@ def test_test_files_discovery_would_miss_are_named_in_the_command(tmp_path: Path
         "tests/documentation.py": '"""\n>>> 1\n1\n"""\n\n\ndef helper():\n    pass\n',
     }
     env = detect_environment(tree(root, files))
-    assert env.test_cmd == "python -m pytest -rA tests/test.py"
-    run = subprocess.run([*env.test_cmd.replace("python", sys.executable, 1).split(),
+    assert env.test_cmd == "python -m pytest -rA -o 'python_files=test_*.py *_test.py test.py'"
+    run = subprocess.run([*shlex.split(env.test_cmd.replace("python", sys.executable, 1)),
                           "--collect-only", "-q", "-p", "no:cacheprovider"],
                          cwd=root, capture_output=True, text=True)
     assert "tests/test.py::T::test_a" in run.stdout, run.stdout
