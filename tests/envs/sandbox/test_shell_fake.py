@@ -70,7 +70,8 @@ def test_a_program_that_replaces_its_subshell_behaves_like_any_command(fake: Fak
     assert missing.exit_code == 127 and "command not found" in missing.output
     start = time.monotonic()
     assert fake.run("sleep 1000", timeout=1).timed_out
-    assert time.monotonic() - start < 3
+    # cut short, not waited out (a machine under load takes seconds more)
+    assert time.monotonic() - start < 60
     shell = fake.run("echo $$").output.strip()
     assert "ps" in fake.run(f"ps -o comm --ppid {shell}").output.split()  # no subshell between
 
@@ -82,7 +83,8 @@ def test_a_timeout_after_the_timer_was_killed(fake: FakeSandbox) -> None:
     fake.run(f"kill -9 {timer}")
     start = time.monotonic()
     assert fake.run("sleep 1000", timeout=1).timed_out
-    assert time.monotonic() - start < 3
+    # cut short, not waited out (a machine under load takes seconds more)
+    assert time.monotonic() - start < 60
 
 
 def test_a_late_timer_signal_stops_nothing(fake: FakeSandbox) -> None:
@@ -134,7 +136,8 @@ def test_dead_shell_is_replaced(fake: FakeSandbox) -> None:
 def test_background_processes_do_not_block(fake: FakeSandbox) -> None:
     start = time.monotonic()
     assert fake.run("sleep 100 & echo started").output == "started\n"
-    assert time.monotonic() - start < 2
+    # cut short, not waited out (a machine under load takes seconds more)
+    assert time.monotonic() - start < 30
 
 
 def test_diff_includes_untracked_files(fake: FakeSandbox) -> None:
