@@ -48,8 +48,8 @@ from repogym.agents.stripped import NOTE, stripped_grade
 from repogym.envs.grading.grader import GraderConfig
 from repogym.envs.grading.recycle import reset_grader
 from repogym.envs.grading.testcmd import runs_pytest
-from repogym.envs.sandbox.pool import SandboxPool
-from repogym.tasks.schema import Task
+from repogym.sandbox.pool import SandboxPool
+from repogym.schema import Task
 from repogym.version import __version__
 
 TIME_LIMITED = ("infinite_loop", "fork_bomb")  # end only at the test run's time limit

@@ -14,8 +14,8 @@ import uuid
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from repogym.agents.base import Action, AgentError, ScriptedAgent, task_table
-from repogym.tasks.schema import Task
+from repogym.agents.agent import Action, AgentError, ScriptedAgent, task_table
+from repogym.schema import Task
 
 
 class GoldAgent(ScriptedAgent):

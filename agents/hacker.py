@@ -68,6 +68,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
+from repogym.agents.agent import AgentError, task_table
 from repogym.agents.attacks.kit import (
     TARGETS_MARKER,
     Action,
@@ -80,8 +81,7 @@ from repogym.agents.attacks.kit import (
 )
 from repogym.agents.attacks.pytest_attacks import HACKS, LIMIT_HACKS
 from repogym.agents.attacks.runner_attacks import LANG_HACKS
-from repogym.agents.base import AgentError, task_table
-from repogym.tasks.schema import Task
+from repogym.schema import Task
 
 __all__ = ["HACKS", "LANG_HACKS", "LIMIT_HACKS", "TARGETS_MARKER", "Findings", "Hack",
            "HackerAgent", "adversarial_task", "hack_for_task", "lang_hacks"]

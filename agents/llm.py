@@ -38,7 +38,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from repogym import settings
-from repogym.agents.base import SUBMIT, Action, AgentError
+from repogym.agents.agent import SUBMIT, Action, AgentError
 
 SYSTEM_PROMPT = (
     "You are a careful software engineer working in a repository through tools. Read the "

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from repogym.agents.base import ScriptedAgent
+from repogym.agents.agent import ScriptedAgent
 
 
 class NullAgent(ScriptedAgent):

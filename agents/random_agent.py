@@ -11,7 +11,7 @@ from __future__ import annotations
 import random
 from typing import Any
 
-from repogym.agents.base import SUBMIT, Action
+from repogym.agents.agent import SUBMIT, Action
 
 COMMANDS = ("ls", "pwd", "git status --short", "git ls-files | head -100",
             "python --version", "ls -la", "git log --oneline | head -5")

@@ -12,8 +12,8 @@ import inspect
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from repogym.agents.base import Agent, task_table
-from repogym.tasks.schema import Task
+from repogym.agents.agent import Agent, task_table
+from repogym.schema import Task
 
 AGENTS: dict[str, str] = {
     "gold": "repogym.agents.gold:GoldAgent",

@@ -78,7 +78,7 @@ def dataset_rows(suite: str = "demo", split: str = "train", env_id: str = ENV_ID
     """SkyRL dataset rows, one per task of ``split``: the system prompt alone (the task's
     prompt comes from the environment at ``init``), the env class and the task's id; with
     ``sampled=N``, N rows whose tasks a curriculum draws (``env_config["sampler"]``)."""
-    from repogym.tasks.suite import load_suite
+    from repogym.suite import load_suite
 
     if sampled:
         return [{"data_source": f"repogym/{suite}", "env_class": env_id,

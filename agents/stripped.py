@@ -23,8 +23,8 @@ from repogym.envs.grading.grader import Grader, GraderConfig
 from repogym.envs.grading.report import GradingReport
 from repogym.envs.grading.rewards import components
 from repogym.envs.grading.testcmd import runs_pytest
-from repogym.envs.sandbox.pool import SandboxPool
-from repogym.tasks.schema import Task
+from repogym.sandbox.pool import SandboxPool
+from repogym.schema import Task
 
 NOTE = "graded on the FAIL_TO_PASS tests alone: every path it changes is stripped by name"
 

@@ -19,7 +19,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from repogym.agents.gateway.record import SUFFIX, read_calls
+from repogym.agents.gateway.calls import SUFFIX, read_calls
 from repogym.envs.record import read_record
 from repogym.envs.tools import TOOL_SCHEMAS
 from repogym.errors import UsageError

@@ -47,7 +47,7 @@ from repogym.agents.ppo.chat import ChatFormat
 from repogym.envs.curriculum import check, parse
 from repogym.envs.curriculum.draws import draw
 from repogym.envs.curriculum.stats import store_for
-from repogym.tasks.suite import load_suite
+from repogym.suite import load_suite
 
 
 @dataclass(frozen=True)

@@ -22,7 +22,7 @@ import gymnasium as gym
 
 from repogym.bench.core import Context, Row, compare, ms, row, timed, wait_for
 from repogym.envs.registration import ENV_ID
-from repogym.tasks.schema import Task
+from repogym.schema import Task
 
 BACKENDS = ("docker", "podman", "bwrap")
 MEASURES = {"step": "env.step(bash 'true')", "reset_warm": "env.reset(), warm pool",

@@ -12,11 +12,11 @@ import gymnasium as gym
 
 from repogym.envs.pooling import Pool
 from repogym.envs.registration import ENV_ID
-from repogym.envs.sandbox.docker import DockerSandbox
 from repogym.envs.swe_env import SWEEnv
 from repogym.errors import RepogymError
 from repogym.progress import Progress
-from repogym.tasks.schema import Task
+from repogym.sandbox.docker import DockerSandbox
+from repogym.schema import Task
 
 
 @dataclass(frozen=True)

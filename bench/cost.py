@@ -29,10 +29,10 @@ from repogym.envs.grading.langrun import task_test_files
 from repogym.envs.grading.report import STAGES
 from repogym.envs.grading.runners import get_runner, runner_name
 from repogym.envs.grading.stage import OUT
-from repogym.envs.sandbox.base import SandboxConfig
-from repogym.envs.sandbox.docker import DockerSandbox
 from repogym.errors import RepogymError
-from repogym.tasks.schema import Task
+from repogym.sandbox.base import SandboxConfig
+from repogym.sandbox.docker import DockerSandbox
+from repogym.schema import Task
 
 MIB = 1024.0 * 1024.0
 # pytest's closing line: "==== 5 passed, 1 failed in 0.12s ====" (or "in 61.20s (0:01:01)")

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from repogym.bench.core import Context, Row, compare, row
-from repogym.tasks.schema import Task
+from repogym.schema import Task
 
 if TYPE_CHECKING:
     from repogym.tasks.checking import Checker

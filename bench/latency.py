@@ -31,10 +31,10 @@ from repogym.bench.core import (
     wait_for,
 )
 from repogym.envs.registration import ENV_ID
-from repogym.envs.sandbox import owners
-from repogym.envs.sandbox.base import LABEL_RUN
-from repogym.envs.sandbox.client import docker_client
 from repogym.errors import RepogymError
+from repogym.sandbox import owners
+from repogym.sandbox.base import LABEL_RUN
+from repogym.sandbox.client import docker_client
 
 STEP_COMMANDS = ("true", "ls")
 WARMUP = 3

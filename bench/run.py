@@ -42,14 +42,14 @@ from repogym.bench.cost import (
     swebench_latency,
 )
 from repogym.bench.creation import creation_speed
-from repogym.bench.fork import fork_latency
+from repogym.bench.forking import fork_latency
 from repogym.bench.latency import parallel_steps, reset_latency, step_latency
 from repogym.bench.startup import startup_latency
-from repogym.bench.vector import vector_envs
-from repogym.envs.sandbox.client import docker_client
+from repogym.bench.vectorized import vector_envs
+from repogym.images.repository import ensure_image
 from repogym.progress import Progress
-from repogym.tasks.images import ensure_image
-from repogym.tasks.suite import load_suite
+from repogym.sandbox.client import docker_client
+from repogym.suite import load_suite
 
 SECTIONS = ("startup", "step", "reset", "grade", "swebench", "parallel", "memory", "vector",
             "fork", "creation", "backends")

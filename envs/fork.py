@@ -28,10 +28,10 @@ from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Any
 
-from repogym.envs.sandbox import snapshot as files
-from repogym.envs.sandbox.docker import DockerSandbox
 from repogym.errors import RepogymError
-from repogym.tasks.schema import Task
+from repogym.sandbox import snapshot as files
+from repogym.sandbox.docker import DockerSandbox
+from repogym.schema import Task
 
 _default_dir: dict[int, Path] = {}
 

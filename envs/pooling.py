@@ -1,7 +1,7 @@
 """Where an env with the default pool settings gets its containers and its grader.
 
-In a plain process: the process's shared pool (:mod:`repogym.envs.sandbox.shared`), served
-to child processes as well (:mod:`repogym.envs.sandbox.broker`). In a worker of an async
+In a plain process: the process's shared pool (:mod:`repogym.sandbox.shared`), served
+to child processes as well (:mod:`repogym.sandbox.broker`). In a worker of an async
 vector env whose parent serves pools: the parent's pool, leased over its socket.
 """
 
@@ -14,9 +14,9 @@ from multiprocessing import AuthenticationError
 from typing import Any, TypeAlias
 
 from repogym.envs.grading.grader import Grader, GraderConfig
-from repogym.envs.sandbox import broker, shared
-from repogym.envs.sandbox.base import default_run_id
-from repogym.envs.sandbox.pool import SandboxPool
+from repogym.sandbox import broker, shared
+from repogym.sandbox.base import default_run_id
+from repogym.sandbox.pool import SandboxPool
 
 Pool: TypeAlias = SandboxPool | broker.RemotePool
 

@@ -26,7 +26,7 @@ def versions(extra: dict[str, Any] | None = None, engine: bool = True) -> dict[s
             out[name] = None
     if engine:
         try:
-            from repogym.envs.sandbox.client import docker_client
+            from repogym.sandbox.client import docker_client
 
             out["docker_engine"] = docker_client().version().get("Version")
         except Exception:  # noqa: BLE001 - a record without the engine version is still useful

@@ -22,13 +22,13 @@ from repogym.envs.grading.flags import Flag
 from repogym.envs.grading.grader import GraderConfig, GradingReport
 from repogym.envs.grading.rewards import RewardFn, components, reward_fn, task_similarity
 from repogym.envs.record import EpisodeRecorder, versions
-from repogym.envs.sandbox.base import Sandbox
 from repogym.envs.spaces import AnyText
 from repogym.envs.tools import TOOL_SCHEMAS, Toolbox
 from repogym.errors import ActionError, SandboxError
-from repogym.tasks.images import BuiltImage
-from repogym.tasks.schema import Task
-from repogym.tasks.suite import ALL, load_suite_splits, pick, select
+from repogym.images.repository import BuiltImage
+from repogym.sandbox.base import Sandbox
+from repogym.schema import Task
+from repogym.suite import ALL, load_suite_splits, pick, select
 
 MAX_TEXT = 1_000_000  # characters; longer observations are cut
 
@@ -90,7 +90,7 @@ class SWEEnv(gym.Env[str, Any]):
     ``sampler`` chooses the task of a reset that names none: ``"uniform"`` (the default),
     ``"band:0.1-0.9"`` (recent success rate in a band), ``"difficulty:20"`` (easy to hard),
     ``"weights:FILE.json"`` or a dict of weights, or a
-    :class:`~repogym.envs.curriculum.base.Sampler` (see :mod:`repogym.envs.curriculum`).
+    :class:`~repogym.envs.curriculum.sampler.Sampler` (see :mod:`repogym.envs.curriculum`).
     Every episode that ends updates the task's statistics (``env.unwrapped.task_stats``),
     shared by the envs of a process, an async vector env's workers and a Ray vector env's
     workers, and kept in the ``stats`` file when one is given. With ``failure_starts=K``,
@@ -113,7 +113,7 @@ class SWEEnv(gym.Env[str, Any]):
 
     ## Arguments
     - ``suite``: a built-in suite name (``"demo"``, ``"adversarial"``), a ``.jsonl`` file or a
-      suite folder. ``tasks``: a list of :class:`~repogym.tasks.schema.Task` instead.
+      suite folder. ``tasks``: a list of :class:`~repogym.schema.Task` instead.
     - ``split``: ``"train"``, ``"eval"``, ``"adversarial"`` or ``"all"``. Default: ``"train"``
       for a suite (held-out tasks never reach training unless asked for; a suite without train
       tasks raises an error that names the splits it has), every task for ``tasks=``.

@@ -12,7 +12,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from repogym.envs.actions import HOW_TO_CALL, ToolCall
-from repogym.envs.sandbox.base import Sandbox
 from repogym.envs.tools_edit import Editor
 from repogym.envs.tools_schemas import (
     TOOL_NAMES,
@@ -21,6 +20,7 @@ from repogym.envs.tools_schemas import (
     check_arguments,
     usage,
 )
+from repogym.sandbox.base import Sandbox
 
 __all__ = ["TOOL_NAMES", "TOOL_SCHEMAS", "ToolResult", "Toolbox"]
 

@@ -13,7 +13,6 @@ import posixpath
 import shlex
 from collections.abc import Iterable
 
-from repogym.envs.sandbox.base import Sandbox
 from repogym.envs.tools_files import (
     PROBE_TIMEOUT,
     decode,
@@ -28,6 +27,7 @@ from repogym.envs.tools_files import (
     write_bytes,
 )
 from repogym.envs.tools_schemas import CallError
+from repogym.sandbox.base import Sandbox
 
 SNIPPET_CONTEXT = 4
 MAX_LISTING = 1000

@@ -11,9 +11,9 @@ import posixpath
 import shlex
 from dataclasses import dataclass
 
-from repogym.envs.sandbox.base import Sandbox
 from repogym.envs.tools_schemas import CallError
 from repogym.errors import SandboxError
+from repogym.sandbox.base import Sandbox
 
 PROBE_TIMEOUT = 30.0
 _KIND = "__RG_KIND"

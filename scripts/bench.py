@@ -7,7 +7,7 @@ import sys
 from typing import Any
 
 from repogym.bench.run import SECTIONS, BenchConfig, run_bench
-from repogym.scripts.common import progress, table, write_json
+from repogym.scripts.output import progress, table, write_json
 
 DEFAULTS = BenchConfig()
 

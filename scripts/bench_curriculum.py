@@ -36,13 +36,13 @@ from typing import Any
 import gymnasium as gym
 
 import repogym  # noqa: F401 - registers the env
-from repogym.agents.base import ScriptedAgent
+from repogym.agents.agent import ScriptedAgent
 from repogym.agents.gold import GoldAgent
 from repogym.envs.curriculum import parse
 from repogym.envs.curriculum.draws import draw
 from repogym.envs.curriculum.stats import store_for
-from repogym.tasks.schema import Task
-from repogym.tasks.suite import load_suite
+from repogym.schema import Task
+from repogym.suite import load_suite
 
 BETWEEN = (0.3, 0.5, 0.7)
 Z = {0.95: 1.959964, 0.99: 2.575829}

@@ -11,15 +11,15 @@ from typing import Any
 
 from repogym import settings
 from repogym.envs.backends import BACKENDS
-from repogym.envs.sandbox import engines, owners
-from repogym.envs.sandbox.bwrap import check_bwrap
-from repogym.envs.sandbox.client import docker_client, use_engine_of
-from repogym.envs.sandbox.features import engine_features
-from repogym.envs.sandbox.trees import sandbox_user, store
 from repogym.errors import DockerUnavailable, RepogymError
-from repogym.scripts.common import table, write_json
-from repogym.tasks import image_usage
-from repogym.tasks.image_usage import Image
+from repogym.images import usage as image_usage
+from repogym.images.usage import Image
+from repogym.sandbox import engines, owners
+from repogym.sandbox.bwrap import check_bwrap
+from repogym.sandbox.client import docker_client, use_engine_of
+from repogym.sandbox.features import engine_features
+from repogym.sandbox.trees import sandbox_user, store
+from repogym.scripts.output import table, write_json
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:

@@ -18,15 +18,15 @@ import json
 from pathlib import Path
 from typing import Any
 
-from repogym.agents.evaluation.progress import make_progress
+from repogym.agents.evaluation.console import make_progress
 from repogym.agents.evaluation.repeat import format_stability, run_repeated
 from repogym.agents.evaluation.runner import EvalConfig, rerun, run_eval
 from repogym.agents.registry import agent_names
 from repogym.envs.backends import BACKENDS
 from repogym.envs.grading.rewards import REWARDS
-from repogym.scripts.common import table, write_json
-from repogym.tasks.schema import SPLITS
-from repogym.tasks.suite import ALL, BUILTIN
+from repogym.schema import SPLITS
+from repogym.scripts.output import table, write_json
+from repogym.suite import ALL, BUILTIN
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:

@@ -17,7 +17,7 @@ import os
 
 from repogym.agents.gateway.scripted import SCRIPTS
 from repogym.errors import UsageError
-from repogym.scripts.common import progress
+from repogym.scripts.output import progress
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -48,7 +48,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from repogym.agents.gateway import GatewayConfig
-    from repogym.agents.gateway.server import serve_forever
+    from repogym.agents.gateway.gateway import serve_forever
 
     if (args.upstream is None) == (args.scripted is None):
         raise UsageError("give the backend with --upstream URL, or --scripted gold for a model "
@@ -72,9 +72,9 @@ def run(args: argparse.Namespace) -> int:
 
 def _scripted(args: argparse.Namespace) -> int:
     from repogym.agents.gateway import GatewayConfig
+    from repogym.agents.gateway.gateway import serve_forever
     from repogym.agents.gateway.scripted import ScriptedModel, ScriptedServer
-    from repogym.agents.gateway.server import serve_forever
-    from repogym.tasks.suite import load_suite
+    from repogym.suite import load_suite
 
     model = ScriptedModel.from_name(args.scripted, load_suite(args.suite))  # every split
     with ScriptedServer(model) as upstream:

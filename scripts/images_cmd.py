@@ -7,14 +7,14 @@ from __future__ import annotations
 import argparse
 import time
 
-from repogym.envs.sandbox.client import docker_client
-from repogym.envs.sandbox.trees import export_tree, store
-from repogym.scripts.common import progress, table, write_json
-from repogym.tasks.image_lru import parse_size
-from repogym.tasks.image_usage import prune_to
-from repogym.tasks.images import ensure_base, ensure_image, image_info, image_tag, measure_base
-from repogym.tasks.schema import PYTHON_SUITES, SPLITS
-from repogym.tasks.suite import ALL, load_suite
+from repogym.images.lru import parse_size
+from repogym.images.repository import ensure_base, ensure_image, image_info, image_tag, measure_base
+from repogym.images.usage import prune_to
+from repogym.sandbox.client import docker_client
+from repogym.sandbox.trees import export_tree, store
+from repogym.schema import PYTHON_SUITES, SPLITS
+from repogym.scripts.output import progress, table, write_json
+from repogym.suite import ALL, load_suite
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:

@@ -29,14 +29,14 @@ from pathlib import Path
 from typing import Any
 
 from repogym.envs.grading.grader import Grader, GraderConfig
-from repogym.scripts.common import progress, table, write_json
-from repogym.tasks.images import ensure_image
-from repogym.tasks.repo import export_tree
-from repogym.tasks.schema import Task
+from repogym.images.repository import ensure_image
+from repogym.repo import export_tree
+from repogym.schema import Task
+from repogym.scripts.output import progress, table, write_json
+from repogym.suite import load_suite
 from repogym.tasks.sources import mutate, pyast
 from repogym.tasks.sources.enrich import gold_cases
 from repogym.tasks.sources.gold_targets import changed_functions, patch_paths
-from repogym.tasks.suite import load_suite
 
 
 def drop_hunks(patch: str) -> list[str]:

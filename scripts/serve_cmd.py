@@ -13,7 +13,7 @@ import argparse
 from repogym import settings
 from repogym.envs.curriculum import parse
 from repogym.errors import UsageError
-from repogym.scripts.common import progress
+from repogym.scripts.output import progress
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -51,9 +51,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     import uvicorn
 
-    from repogym.agents.gateway.server import bind
+    from repogym.agents.gateway.gateway import bind
     from repogym.envs.openenv.server import ServeConfig, build_app
-    from repogym.tasks.suite import load_suite
+    from repogym.suite import load_suite
 
     if args.host not in ("127.0.0.1", "localhost", "::1") and not args.allow_remote:
         raise UsageError(f"--host {args.host} exposes the server beyond this machine; add "

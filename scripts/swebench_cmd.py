@@ -19,7 +19,7 @@ import argparse
 import signal
 from pathlib import Path
 
-from repogym.scripts.common import progress
+from repogym.scripts.output import progress
 from repogym.tasks.dataset_report import write_report
 from repogym.tasks.dataset_run import DatasetRun, RunOptions, State
 from repogym.tasks.variants import KINDS

@@ -18,12 +18,12 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, TypeAlias
 
-from repogym.envs.sandbox.client import docker_available
 from repogym.errors import DockerUnavailable, RepogymError
+from repogym.sandbox.client import docker_available
+from repogym.schema import SPLITS, Environment, Task
 from repogym.scripts.tasks_certify import add_certify_options, certify_collected
 from repogym.tasks.checking import Checker, CheckOptions
 from repogym.tasks.played import check_kept
-from repogym.tasks.schema import SPLITS, Environment, Task
 from repogym.tasks.sources import mutate
 from repogym.tasks.sources.common import (
     Deriver,
@@ -36,11 +36,11 @@ from repogym.tasks.sources.common import (
 from repogym.tasks.sources.detect import EnvOverrides, detect_environment, has_tests
 from repogym.tasks.sources.enrich import WithGoldCases
 from repogym.tasks.sources.git import GitOptions, GitSource
-from repogym.tasks.sources.llm import LLMConfig
 from repogym.tasks.sources.loop import Collected, collect
 from repogym.tasks.sources.outdir import SuiteFolder
 from repogym.tasks.sources.pypi import KINDS, PypiOptions, PypiSource
 from repogym.tasks.sources.replication import GRANULARITIES, ReplicationOptions, ReplicationSource
+from repogym.tasks.sources.statement_model import LLMConfig
 from repogym.tasks.sources.swebench import SwebenchOptions, SwebenchSource
 from repogym.tasks.sources.synthetic import SyntheticOptions, SyntheticSource
 from repogym.version import __version__

@@ -13,9 +13,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from repogym.errors import TaskError
-from repogym.scripts.common import progress, table, write_json
-from repogym.tasks.schema import SPLITS, Task
-from repogym.tasks.suite import ALL, load_suite, select, suite_path
+from repogym.schema import SPLITS, Task
+from repogym.scripts.output import progress, table, write_json
+from repogym.suite import ALL, load_suite, select, suite_path
 
 if TYPE_CHECKING:
     from repogym.agents.certify import CertifyConfig
@@ -71,7 +71,7 @@ def certify_tasks(tasks: list[Task], args: argparse.Namespace,
                   on_task: Callable[[Task], None] | None = None) -> list[Task]:
     """Certified tasks (images built first); prints a table of the results."""
     from repogym.agents.certify import certify
-    from repogym.tasks.images import ensure_image
+    from repogym.images.repository import ensure_image
 
     for task in {t.repo + t.base_commit: t for t in tasks}.values():
         ensure_image(task, progress=progress)

@@ -9,13 +9,13 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict
 
 from repogym.errors import TaskError
-from repogym.scripts.common import progress, table, write_json
+from repogym.images.repository import ensure_image
+from repogym.schema import SPLITS
+from repogym.scripts.output import progress, table, write_json
 from repogym.scripts.tasks_add import add_tasks_add_parser
 from repogym.scripts.tasks_certify import add_certify_parser
 from repogym.scripts.tasks_enrich import add_enrich_parser
-from repogym.tasks.images import ensure_image
-from repogym.tasks.schema import SPLITS
-from repogym.tasks.suite import ALL, load_suite, select
+from repogym.suite import ALL, load_suite, select
 from repogym.tasks.validate import Validation, validate_task
 
 
@@ -84,7 +84,7 @@ def export(args: argparse.Namespace) -> int:
     """``repogym tasks export harbor``: one Harbor task folder per task."""
     from pathlib import Path
 
-    from repogym.tasks.harbor import export_task
+    from repogym.tasks.harbor_format import export_task
 
     tasks = select(load_suite(args.suite), ALL, args.task or (), where=f"suite {args.suite!r}")
     out = Path(args.out)

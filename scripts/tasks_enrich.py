@@ -12,13 +12,13 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from repogym.envs.sandbox.client import docker_available
 from repogym.errors import DockerUnavailable, RepogymError
-from repogym.scripts.common import progress, table, write_json
-from repogym.tasks.images import ensure_image
-from repogym.tasks.schema import SPLITS, Task
+from repogym.images.repository import ensure_image
+from repogym.sandbox.client import docker_available
+from repogym.schema import SPLITS, Task
+from repogym.scripts.output import progress, table, write_json
+from repogym.suite import ALL, load_suite, select, write_suite
 from repogym.tasks.sources.enrich import EnrichConfig, gold_cases, gold_recorder, why_not
-from repogym.tasks.suite import ALL, load_suite, select, write_suite
 from repogym.tls import explain_certificate
 
 

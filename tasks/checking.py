@@ -49,15 +49,15 @@ from repogym.envs.grading.grader import (
 )
 from repogym.envs.grading.recycle import reset_grader
 from repogym.envs.grading.testcmd import runs_pytest
-from repogym.envs.sandbox.base import SandboxLost
-from repogym.envs.sandbox.docker import DockerSandbox
-from repogym.envs.sandbox.pool import SandboxPool
 from repogym.errors import RepogymError, TaskError
+from repogym.images.repository import ensure_image
 from repogym.progress import Progress
+from repogym.sandbox.base import SandboxLost
+from repogym.sandbox.docker import DockerSandbox
+from repogym.sandbox.pool import SandboxPool
+from repogym.schema import Task
 from repogym.tasks.batches import Batches, Gate
 from repogym.tasks.coverage import CoverageMap
-from repogym.tasks.images import ensure_image
-from repogym.tasks.schema import Task
 from repogym.tasks.selective import (
     Candidate,
     change,

@@ -13,8 +13,8 @@ from collections import Counter, defaultdict
 from pathlib import Path
 from typing import Any
 
-from repogym.envs.sandbox.client import docker_client
-from repogym.tasks import image_usage
+from repogym.images import usage as image_usage
+from repogym.sandbox.client import docker_client
 from repogym.tasks.variants import KINDS
 
 

@@ -4,7 +4,7 @@ Each instance goes through three stages, and what each cost is kept:
 
 1. **build**: the task from the dataset's spec (:class:`repogym.tasks.sources.swebench.
    SwebenchSource`), its image on the shared environment image of its repository and version
-   (:mod:`repogym.tasks.env_image`): seconds, whether it was cached, its own layer's size.
+   (:mod:`repogym.images.env_image`): seconds, whether it was cached, its own layer's size.
 2. **validate**: the source's check (leak guard, gold resolves and the empty patch does not,
    tests that need the network or flip between runs left out with their reason): kept, or the
    reason it is not.
@@ -35,11 +35,11 @@ from typing import Any
 
 from repogym.envs.grading.grader import Grader, GraderConfig
 from repogym.envs.grading.official import run_official
-from repogym.envs.sandbox.client import docker_client
 from repogym.errors import RepogymError
-from repogym.tasks.env_image import env_tag, is_shared
-from repogym.tasks.images import ensure_image, image_tag
-from repogym.tasks.schema import Task
+from repogym.images.env_image import env_tag, is_shared
+from repogym.images.repository import ensure_image, image_tag
+from repogym.sandbox.client import docker_client
+from repogym.schema import Task
 from repogym.tasks.sources.common import Rejected, SourceOptions, reason_kind
 from repogym.tasks.sources.swebench import SwebenchOptions, SwebenchSource
 from repogym.tasks.validate import error_reason

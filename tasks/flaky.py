@@ -18,7 +18,7 @@ from dataclasses import replace
 from typing import Any
 
 from repogym.envs.grading.grader import Grader
-from repogym.tasks.schema import Task
+from repogym.schema import Task
 from repogym.tasks.validate import Validation, validate_task
 
 ROUNDS = 2  # validations again after dropping flaky tests, at most

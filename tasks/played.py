@@ -18,11 +18,11 @@ from dataclasses import dataclass
 
 from repogym.envs.grading.grader import Grader, GraderConfig
 from repogym.envs.grading.stage import patch_paths
-from repogym.envs.sandbox.base import SandboxConfig
-from repogym.envs.sandbox.docker import DockerSandbox
 from repogym.errors import RepogymError
-from repogym.tasks.images import BuiltImage, ensure_image
-from repogym.tasks.schema import Task
+from repogym.images.repository import BuiltImage, ensure_image
+from repogym.sandbox.base import SandboxConfig
+from repogym.sandbox.docker import DockerSandbox
+from repogym.schema import Task
 
 PATCH_FILE = "/tmp/.repogym-played.patch"
 

@@ -25,8 +25,8 @@ from typing import Any
 
 from repogym.errors import RepogymError, TaskError
 from repogym.ray_cluster import connect, ray_module, slots
+from repogym.schema import Task
 from repogym.tasks.checking import Checker, CheckOptions
-from repogym.tasks.schema import Task
 from repogym.tasks.sources.common import run_git
 
 SHIP_REF = "refs/repogym-ship"

@@ -9,9 +9,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from repogym.envs.grading.grader import GradingReport
+from repogym.schema import Task
 from repogym.tasks.batches import Member, Shared, inconsistency
 from repogym.tasks.coverage import Change, CoverageMap, changed_functions, combine
-from repogym.tasks.schema import Task
 from repogym.tasks.sources.common import run_git
 from repogym.tasks.sources.pyast import library_files
 from repogym.tasks.validate import flaky_tests, measured_lists, no_f2p_reason, run_problem

@@ -13,9 +13,9 @@ from dataclasses import dataclass, field, replace
 from repogym.envs.grading.flags import Flag
 from repogym.envs.grading.grader import Grader, GraderConfig, GradingReport
 from repogym.errors import RepogymError, SetupFailed
-from repogym.tasks.images import ensure_image
+from repogym.images.repository import ensure_image
+from repogym.schema import Task
 from repogym.tasks.played import Played, played
-from repogym.tasks.schema import Task
 from repogym.tls import explain_certificate
 
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import re
 
-from repogym.tasks.schema import Task
+from repogym.schema import Task
 
 KINDS = ("gold", "empty", "drop_hunk", "mutated")
 FLIPS = [(" == ", " != "), (" != ", " == "), (" is not ", " is "), (" is ", " is not "),

@@ -12,16 +12,16 @@ from concurrent.futures import Future, ThreadPoolExecutor
 import pytest
 from toy_repo import TOY_PATCH, TOY_TEST_PATCH, write_toy_repo
 
-from repogym.envs.sandbox import client as engine_client
-from repogym.envs.sandbox import owners
-from repogym.envs.sandbox.base import LABEL_MANAGED, LABEL_PID
-from repogym.envs.sandbox.bwrap import check_bwrap
-from repogym.envs.sandbox.client import docker_available, docker_client
-from repogym.envs.sandbox.engines import make_client
-from repogym.envs.sandbox.podman import podman_engine
 from repogym.errors import DockerUnavailable, RepogymError
-from repogym.tasks.repo import snapshot_commit
-from repogym.tasks.schema import Task
+from repogym.repo import snapshot_commit
+from repogym.sandbox import client as engine_client
+from repogym.sandbox import owners
+from repogym.sandbox.base import LABEL_MANAGED, LABEL_PID
+from repogym.sandbox.bwrap import check_bwrap
+from repogym.sandbox.client import docker_available, docker_client
+from repogym.sandbox.engines import make_client
+from repogym.sandbox.podman import podman_engine
+from repogym.schema import Task
 
 IN_CI = bool(os.environ.get("CI"))
 
@@ -102,7 +102,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in items:
         name = item.path.name
         # the Podman tests share one process: a fork bomb's processes count against the
-        # engine's one unprivileged user in every container (see envs/sandbox/features.py)
+        # engine's one unprivileged user in every container (see sandbox/features.py)
         group = ("engines" if name in ONE_PROCESS else
                  "podman" if item.get_closest_marker("podman") else str(item.path))
         item.add_marker(pytest.mark.xdist_group(group))
@@ -153,7 +153,7 @@ def toy_task(tmp_path_factory: pytest.TempPathFactory) -> Task:
 def toy_image(toy_task: Task) -> str:
     if not docker_available():
         pytest.fail("Docker is required") if IN_CI else pytest.skip("needs Docker")
-    from repogym.tasks.images import ensure_image
+    from repogym.images.repository import ensure_image
 
     return ensure_image(toy_task, progress=lambda _m: None).tag
 
@@ -166,7 +166,7 @@ def engine(request: pytest.FixtureRequest, toy_task: Task) -> Iterator[str]:
     if docker_available():
         request.getfixturevalue("toy_image")  # built once, on Docker: Podman gets a copy
     with engine_in_use(str(request.param)):
-        from repogym.tasks.images import ensure_image
+        from repogym.images.repository import ensure_image
 
         ensure_image(toy_task, progress=lambda _m: None)
         yield str(request.param)
@@ -193,7 +193,7 @@ def toolchain(request: pytest.FixtureRequest) -> Iterator[Callable[[str], str]]:
     tests run."""
     if not docker_available():
         pytest.fail("Docker is required") if IN_CI else pytest.skip("needs Docker")
-    from repogym.tasks.toolchains import TOOLCHAINS, ensure_toolchain
+    from repogym.images.toolchains import TOOLCHAINS, ensure_toolchain
 
     builder = ThreadPoolExecutor(max_workers=1, thread_name_prefix="toolchain")
     builds: dict[str, Future[str]] = {}

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from repogym import settings
-from repogym.envs.sandbox.base import default_run_id
+from repogym.sandbox.base import default_run_id
 
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGES = ("repogym", "envs", "tasks", "agents", "scripts", "bench")

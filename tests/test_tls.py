@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from repogym.errors import ImageBuildError, SetupFailed, TaskError
-from repogym.tasks import images
+from repogym.images import repository as images
 from repogym.tasks.sources.common import reason_kind
 from repogym.tasks.sources.mirrors import Mirrors
 from repogym.tasks.validate import error_reason

@@ -18,8 +18,8 @@ from pathlib import Path
 
 import yaml
 
-from repogym.tasks.repo import export_tree, snapshot
-from repogym.tasks.suite import load_suite
+from repogym.repo import export_tree, snapshot
+from repogym.suite import load_suite
 
 OUT = Path(__file__).resolve().parents[1] / "docs" / "examples"
 IDS = ("demo__textkit-1", "demo__textkit-2")

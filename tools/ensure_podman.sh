@@ -7,7 +7,7 @@
 # repogym-sandbox (the bwrap backend's, none needed); configures Podman's
 # engine (native overlay storage, cgroupfs without systemd, runc where crun refuses a hybrid
 # cgroup layout); starts `podman system service` as that user. Its socket is
-# /run/user/UID/podman/podman.sock, where repogym looks for it (envs/sandbox/podman.py).
+# /run/user/UID/podman/podman.sock, where repogym looks for it (sandbox/podman.py).
 # As another user: starts the user's own service when podman is there, else says what is missing.
 set -euo pipefail
 

@@ -91,8 +91,8 @@ def run(args: argparse.Namespace) -> int:
 
 def lists(args: argparse.Namespace) -> int:
     """Every candidate of a selective run, checked again as ``derive_lists`` does."""
-    from repogym.tasks.schema import Task
-    from repogym.tasks.suite import load_suite
+    from repogym.schema import Task
+    from repogym.suite import load_suite
     from repogym.tasks.validate import derive_lists
 
     suite = Path(args.suite)

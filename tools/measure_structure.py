@@ -32,19 +32,26 @@ SKIP = ("tasks/demo/", "tasks/adversarial/", "tasks/data/", "agents/attacks/payl
 # The floor plan, bottom first: a module may import from its own layer and those below it.
 LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("core", ("repogym.errors", "repogym.settings", "repogym.progress", "repogym.version",
-              "repogym.resources", "repogym.records", "repogym._register", "repogym.__init__",
-              "repogym.__main__")),
-    ("sandbox", ("repogym.envs.sandbox",)),
+              "repogym.resources", "repogym.tls", "repogym.schema", "repogym.suite",
+              "repogym.repo", "repogym.ray_cluster")),
+    ("sandbox", ("repogym.sandbox",)),
     ("images", ("repogym.images",)),
     ("grading", ("repogym.envs.grading",)),
     ("env", ("repogym.envs",)),
     ("creation", ("repogym.tasks",)),
-    ("evaluation", ("repogym.agents.evaluation",)),
+    # the agent seam (its Protocol and its name table of "module:Class" strings) is what
+    # evaluation runs agents through, as gymnasium's registry makes envs from strings
+    ("evaluation", ("repogym.agents.evaluation", "repogym.agents.agent",
+                    "repogym.agents.registry")),
     ("agents", ("repogym.agents",)),
     ("cli", ("repogym.scripts", "repogym.bench")),
+    # what the contract asks of the package's root: `import repogym` registers the
+    # environment, `python -m repogym` is the command line
+    ("entry", ("repogym", "repogym._register", "repogym.__main__")),
 )
 # creation and evaluation stand beside each other: neither is above the other
 BESIDE = {frozenset(("creation", "evaluation"))}
+TOP_FOLDERS = ("envs", "tasks", "agents", "scripts", "bench", "images", "sandbox")
 
 
 @dataclass
@@ -134,16 +141,19 @@ def _owner(name: str, known: set[str]) -> str | None:
 
 
 def layer_of(name: str) -> int:
+    """The layer whose longest prefix ``name`` has (-1: none)."""
+    best, found = -1, -1
     for i, (_, prefixes) in enumerate(LAYERS):
-        if any(name == p or name.startswith(p + ".") for p in prefixes):
-            return i
-    return 0 if name == "repogym" or name.count(".") == 1 and name.startswith("repogym.") \
-        and name.split(".")[1] not in ("envs", "tasks", "agents", "scripts", "bench") else -1
+        for p in prefixes:
+            if (name == p or name.startswith(p + ".")) and len(p) > best:
+                best, found = len(p), i
+    return found
 
 
 def folder_of(name: str) -> str:
+    """The top-level folder of the checkout that holds ``name`` (``repogym`` for the core)."""
     parts = name.split(".")
-    return parts[1] if len(parts) > 1 else parts[0]
+    return parts[1] if len(parts) > 1 and parts[1] in TOP_FOLDERS else "repogym"
 
 
 def cycles(mods: dict[str, Module]) -> list[list[str]]:
@@ -212,10 +222,12 @@ def measure() -> Structure:
             lazy += is_lazy
             said += is_said
             a, b = layer_of(mod.name), layer_of(target)
-            if a >= 0 and b > a and frozenset((names[a], names[b])) not in BESIDE:
+            # `import repogym` registers the environment: how a user reaches it, from anywhere
+            if a >= 0 and b > a and names[b] != "entry" and \
+                    frozenset((names[a], names[b])) not in BESIDE:
                 upward.append(f"{mod.name} ({names[a]}) -> {target} ({names[b]})")
             fa, fb = folder_of(mod.name), folder_of(target)
-            if fa != fb:
+            if fa != fb and names[a] != "entry":
                 folders[(fa, fb)] += 1
     mutual = sorted(f"{a} <-> {b} ({folders[(a, b)]} and {folders[(b, a)]})"
                     for (a, b) in folders if a < b and (b, a) in folders)

@@ -28,8 +28,8 @@ from pathlib import Path
 from typing import Any
 
 from repogym.envs.grading.official import run_official
-from repogym.tasks.images import ensure_image, image_info
-from repogym.tasks.schema import Task
+from repogym.images.repository import ensure_image, image_info
+from repogym.schema import Task
 from repogym.tasks.sources.common import Rejected, SourceOptions
 from repogym.tasks.sources.swebench import SwebenchOptions, SwebenchSource
 from repogym.tasks.variants import KINDS, predictions
@@ -101,7 +101,7 @@ def loaded(instances: list[str]) -> list[Task]:
 
 def repogym_verdicts(tasks: list[Task], preds: dict[str, dict[str, str | None]], out: Path
                      ) -> dict[tuple[str, str], bool | None]:
-    from repogym.tasks.suite import write_suite
+    from repogym.suite import write_suite
 
     suite = out / "suite"
     write_suite(tasks, suite, copy_sources=False)

@@ -17,9 +17,9 @@ import gymnasium as gym
 import numpy as np
 
 import repogym  # noqa: F401  (registers the environment)
-from repogym.envs.sandbox.base import LABEL_ROLE, LABEL_RUN
-from repogym.envs.sandbox.client import docker_client
-from repogym.tasks.suite import load_suite
+from repogym.sandbox.base import LABEL_ROLE, LABEL_RUN
+from repogym.sandbox.client import docker_client
+from repogym.suite import load_suite
 
 
 def main(backend: str) -> None:

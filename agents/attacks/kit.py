@@ -18,7 +18,7 @@ from collections.abc import Callable, Generator
 from dataclasses import dataclass, field
 from typing import Any
 
-from repogym.agents.base import AgentError
+from repogym.agents.agent import AgentError
 from repogym.resources import script
 
 Action = dict[str, Any]

@@ -29,12 +29,12 @@ from typing import TYPE_CHECKING, Any, Protocol
 import docker.errors
 import gymnasium as gym
 
-from repogym.agents.base import close_agent
+from repogym.agents.agent import close_agent
 from repogym.agents.evaluation.rows import ErrorKind, ResultRow
 from repogym.agents.registry import make_agent
 from repogym.errors import ActionError, RepogymError, TaskError
-from repogym.tasks.images import BuiltImage, ensure_image, image_info, image_tag
-from repogym.tasks.schema import Task
+from repogym.images.repository import BuiltImage, ensure_image, image_info, image_tag
+from repogym.schema import Task
 
 if TYPE_CHECKING:
     from repogym.agents.evaluation.runner import EvalConfig

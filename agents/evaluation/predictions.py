@@ -29,7 +29,7 @@ from repogym.agents.evaluation.rows import ResultRow
 from repogym.envs.grading.grader import Grader, GradingReport
 from repogym.envs.grading.rewards import components, reward_fn
 from repogym.errors import TaskError
-from repogym.tasks.schema import Task
+from repogym.schema import Task
 
 if TYPE_CHECKING:
     from repogym.agents.evaluation.runner import EvalConfig

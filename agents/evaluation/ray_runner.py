@@ -23,7 +23,7 @@ from repogym.agents.evaluation.episode import Failure, Worker, error_row
 from repogym.agents.evaluation.rows import ResultRow
 from repogym.progress import Progress
 from repogym.ray_cluster import connect, ray_module, slots
-from repogym.tasks.schema import Task
+from repogym.schema import Task
 
 OnResult = Callable[[ResultRow], None]
 

@@ -16,7 +16,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from repogym.agents.evaluation.progress import Reporter
+from repogym.agents.evaluation.console import Reporter
 from repogym.agents.evaluation.runner import RESULTS, SUMMARY, EvalConfig, read_results, run_eval
 
 STABILITY = "stability.json"

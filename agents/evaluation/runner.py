@@ -29,20 +29,20 @@ from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
+from repogym.agents.evaluation.console import Quiet, Reporter
 from repogym.agents.evaluation.episode import EnvFactory, EpisodeWorker, Worker, ensure_image_locked
+from repogym.agents.evaluation.html_report import write_html
 from repogym.agents.evaluation.predictions import load_predictions, system_folders, systems
-from repogym.agents.evaluation.progress import Quiet, Reporter
-from repogym.agents.evaluation.report import write_html
 from repogym.agents.evaluation.rows import ResultRow
 from repogym.agents.evaluation.summary import summarize
 from repogym.agents.registry import agent_class, make_agent
 from repogym.envs.grading.rewards import REWARDS
 from repogym.envs.record import versions
-from repogym.envs.sandbox.client import use_engine_of
 from repogym.errors import RepogymError, TaskError
-from repogym.tasks.images import image_tag
-from repogym.tasks.schema import Task
-from repogym.tasks.suite import ALL, load_suite, select
+from repogym.images.repository import image_tag
+from repogym.sandbox.client import use_engine_of
+from repogym.schema import Task
+from repogym.suite import ALL, load_suite, select
 
 RESULTS, SUMMARY, CONFIG, REPORT = "results.jsonl", "summary.json", "config.json", "report.html"
 SECRET_WORDS = ("key", "token", "secret", "password")

@@ -5,7 +5,7 @@ exact token ids and logprobs when the backend returns them. See :class:`Gateway`
 """
 
 from repogym.agents.gateway.app import GatewayConfig, build_app
-from repogym.agents.gateway.record import CallStore, read_calls
-from repogym.agents.gateway.server import Gateway
+from repogym.agents.gateway.calls import CallStore, read_calls
+from repogym.agents.gateway.gateway import Gateway
 
 __all__ = ["CallStore", "Gateway", "GatewayConfig", "build_app", "read_calls"]

@@ -3,7 +3,7 @@
 Routes (``SESSION`` is any id of letters, digits, ``.``, ``_``, ``-``; it names the record):
 
 - ``POST /s/SESSION/v1/chat/completions``: forwarded to ``UPSTREAM/chat/completions``, plain
-  or streamed, and recorded (see :mod:`repogym.agents.gateway.record`);
+  or streamed, and recorded (see :mod:`repogym.agents.gateway.calls`);
 - ``GET|POST /s/SESSION/v1/...``: anything else (``/models``, ...) is forwarded unrecorded;
 - ``GET /health``.
 
@@ -27,8 +27,8 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
+from repogym.agents.gateway.calls import SESSION_RE, CallStore
 from repogym.agents.gateway.completions import assemble, parse_sse, token_fields
-from repogym.agents.gateway.record import SESSION_RE, CallStore
 
 # hop-by-hop and framing headers are the proxy's own business on each side
 _DROP_REQUEST = {"host", "content-length", "connection", "transfer-encoding", "accept-encoding",

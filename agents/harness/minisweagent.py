@@ -34,7 +34,7 @@ from typing import Any
 import gymnasium as gym
 
 from repogym import settings
-from repogym.agents.harness.base import CommandResult, EnvShell, HarnessAgent, Shell
+from repogym.agents.harness.interface import CommandResult, EnvShell, HarnessAgent, Shell
 
 # mini-swe-agent prints a banner and litellm fetches a price list at import: neither is wanted
 # in an evaluation, and the price list cannot be fetched without network

@@ -21,7 +21,7 @@ from repogym.agents.ppo.rollout import Trajectory
 from repogym.envs.curriculum import check, parse
 from repogym.envs.curriculum.draws import draw
 from repogym.envs.curriculum.stats import store_for
-from repogym.tasks.suite import load_suite
+from repogym.suite import load_suite
 
 
 def stats_path(config: TrainConfig, run_dir: Path) -> Path:

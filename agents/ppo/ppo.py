@@ -39,7 +39,6 @@ from repogym.agents.ppo import toy_env  # noqa: F401  (registers the toy environ
 from repogym.agents.ppo.chat import ChatFormat
 from repogym.agents.ppo.config import TrainConfig
 from repogym.agents.ppo.curriculum import GroupDraws, curriculum_metrics, stats_path
-from repogym.agents.ppo.fork import collect_forked
 from repogym.agents.ppo.generation import HFGenerator
 from repogym.agents.ppo.policy import Policy, load_policy, resolve_device, token_logprobs
 from repogym.agents.ppo.rollout import EpisodeJob, Limits, Rollout, Trajectory, collect_rollouts
@@ -49,6 +48,7 @@ from repogym.agents.ppo.runlog import (
     restore_trainer,
     save_checkpoint,
 )
+from repogym.agents.ppo.shared_prefix import collect_forked
 
 SWE_ENV_ID = "repogym/SWE-v0"
 

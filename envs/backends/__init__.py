@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from repogym.envs.backends.base import (
+from repogym.envs.backends.seams import (
     Backend,
     BackendSettings,
     EpisodeGrader,

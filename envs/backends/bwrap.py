@@ -1,7 +1,7 @@
-"""The bwrap backend: the daemonless sandbox (:mod:`repogym.envs.sandbox.bwrap`) for machines
+"""The bwrap backend: the daemonless sandbox (:mod:`repogym.sandbox.bwrap`) for machines
 where neither Docker nor Podman may run.
 
-Images are the Docker backend's, exported as root file systems (:mod:`repogym.envs.sandbox.
+Images are the Docker backend's, exported as root file systems (:mod:`repogym.sandbox.
 trees`): made here when an engine answers, else copied from a machine where one does. Each
 reset starts a new sandbox (a bwrap start and a copy of the repository into tmpfs: no pool is
 needed). Grading runs the grader's own steps in a sandbox of its own, started from the tree
@@ -13,21 +13,21 @@ from __future__ import annotations
 
 from typing import Any
 
-from repogym.envs.backends.base import Backend, BackendSettings
+from repogym.envs.backends.seams import Backend, BackendSettings
 from repogym.envs.grading.box import GradingBox
 from repogym.envs.grading.grader import Grader, GradingReport
-from repogym.envs.sandbox.base import ExecResult, Sandbox, SandboxConfig
-from repogym.envs.sandbox.bwrap import (
+from repogym.images.repository import LABEL_COMMIT, BuiltImage, ensure_image, image_tag
+from repogym.sandbox.base import ExecResult, Sandbox, SandboxConfig
+from repogym.sandbox.bwrap import (
     BwrapContainer,
     BwrapRunner,
     BwrapSandbox,
     check_bwrap,
     grading_main,
 )
-from repogym.envs.sandbox.client import docker_available
-from repogym.envs.sandbox.trees import Tree, export_tree, find_tree
-from repogym.tasks.images import LABEL_COMMIT, BuiltImage, ensure_image, image_tag
-from repogym.tasks.schema import Task
+from repogym.sandbox.client import docker_available
+from repogym.sandbox.trees import Tree, export_tree, find_tree
+from repogym.schema import Task
 
 
 class TreeImages:

@@ -1,4 +1,4 @@
-"""The Docker backend: images built by :mod:`repogym.tasks.images`, containers from a warm pool
+"""The Docker backend: images built by :mod:`repogym.images.repository`, containers from a warm pool
 (the process's shared one by default, see :mod:`repogym.envs.pooling`), grading in a fresh
 container of the same image."""
 
@@ -7,15 +7,15 @@ from __future__ import annotations
 from typing import Any
 
 from repogym.envs import pooling
-from repogym.envs.backends.base import Backend, BackendSettings
+from repogym.envs.backends.seams import Backend, BackendSettings
 from repogym.envs.grading.grader import GraderConfig, GradingReport
-from repogym.envs.sandbox.base import Sandbox
-from repogym.envs.sandbox.client import current_engine
-from repogym.envs.sandbox.features import engine_features
-from repogym.envs.sandbox.pool import SandboxPool
-from repogym.envs.sandbox.shared import PoolKey
-from repogym.tasks.images import BuiltImage, ensure_image, image_info, image_tag
-from repogym.tasks.schema import Task
+from repogym.images.repository import BuiltImage, ensure_image, image_info, image_tag
+from repogym.sandbox.base import Sandbox
+from repogym.sandbox.client import current_engine
+from repogym.sandbox.features import engine_features
+from repogym.sandbox.pool import SandboxPool
+from repogym.sandbox.shared import PoolKey
+from repogym.schema import Task
 
 
 class DockerImages:
@@ -31,7 +31,7 @@ class DockerImages:
         return self._built[tag]
 
     def provenance(self, image: BuiltImage) -> dict[str, Any]:
-        from repogym.envs.sandbox.client import docker_client
+        from repogym.sandbox.client import docker_client
 
         out: dict[str, Any] = {"image": None, "docker_engine": None, "engine": None}
         try:

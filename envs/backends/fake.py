@@ -1,6 +1,6 @@
 """The fake backend: no Docker at all. A task's "image" is a local folder holding its source at
 the base commit (a one-commit repository, as in a real image), its sandboxes are copies of that
-folder with a local bash (:class:`~repogym.envs.sandbox.fake.FakeSandbox`), and its grader runs
+folder with a local bash (:class:`~repogym.sandbox.fake.FakeSandbox`), and its grader runs
 the tests in another copy (:class:`~repogym.envs.grading.local.LocalGrader`).
 
 For fast tests of the code above the sandbox: it isolates nothing, limits nothing and defends
@@ -17,13 +17,13 @@ import weakref
 from pathlib import Path
 from typing import Any
 
-from repogym.envs.backends.base import Backend, BackendSettings
+from repogym.envs.backends.seams import Backend, BackendSettings
 from repogym.envs.grading.local import LocalGrader
-from repogym.envs.sandbox.base import Sandbox, SandboxConfig
-from repogym.envs.sandbox.fake import FakeSandbox
-from repogym.tasks.images import BuiltImage
-from repogym.tasks.repo import export_tree, snapshot
-from repogym.tasks.schema import Task
+from repogym.images.repository import BuiltImage
+from repogym.repo import export_tree, snapshot
+from repogym.sandbox.base import Sandbox, SandboxConfig
+from repogym.sandbox.fake import FakeSandbox
+from repogym.schema import Task
 
 
 class FolderImages:

@@ -37,8 +37,8 @@ from typing import Any
 from repogym import settings
 from repogym.envs.cluster.worker import EnvWorker, Outcome, remove_worker_containers
 from repogym.envs.curriculum.stats import StatsStore, store_for
-from repogym.envs.sandbox import engines
 from repogym.errors import DockerUnavailable, RepogymError
+from repogym.sandbox import engines
 
 LOCAL_ADDRESSES = ("auto", "local")
 

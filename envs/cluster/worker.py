@@ -22,10 +22,10 @@ from typing import Any
 import gymnasium as gym
 
 from repogym.envs.curriculum import sharing
-from repogym.envs.sandbox import engines, owners
-from repogym.envs.sandbox.base import LABEL_MANAGED, LABEL_PREFIX, SandboxLost
-from repogym.envs.sandbox.client import current_engine, docker_client, use_engine
 from repogym.errors import ActionError, DockerUnavailable, RepogymError, TaskError
+from repogym.sandbox import engines, owners
+from repogym.sandbox.base import LABEL_MANAGED, LABEL_PREFIX, SandboxLost
+from repogym.sandbox.client import current_engine, docker_client, use_engine
 
 LABEL_WORKER = f"{LABEL_PREFIX}.worker"
 DEFAULT_ENGINE = "unix:///var/run/docker.sock"

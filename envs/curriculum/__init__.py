@@ -12,7 +12,7 @@ from :data:`SAMPLERS` with an argument and options, ``NAME[:ARG][,KEY=VALUE...]`
 
 Every spec also takes ``failure=P``: the share of episodes that start from a failed episode's
 snapshot of the drawn task, when one is kept (see :mod:`repogym.envs.curriculum.failures`).
-A :class:`~repogym.envs.curriculum.base.Sampler` object of one's own is taken as it is.
+A :class:`~repogym.envs.curriculum.sampler.Sampler` object of one's own is taken as it is.
 """
 
 from __future__ import annotations
@@ -23,8 +23,8 @@ from dataclasses import dataclass, fields
 from typing import Any
 
 from repogym.envs.curriculum.band import BandSampler
-from repogym.envs.curriculum.base import Sampler
 from repogym.envs.curriculum.difficulty import DifficultySampler
+from repogym.envs.curriculum.sampler import Sampler
 from repogym.envs.curriculum.stats import EpisodeResult, StatsStore, StatsTable, TaskStats
 from repogym.envs.curriculum.uniform import UniformSampler
 from repogym.envs.curriculum.weights import WeightsSampler

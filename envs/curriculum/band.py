@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from repogym.envs.curriculum.stats import StatsTable, TaskStats
-from repogym.tasks.schema import Task
+from repogym.schema import Task
 
 
 @dataclass(frozen=True)

@@ -1,7 +1,7 @@
 """``difficulty``: easy tasks first, harder ones joining at a pace.
 
 The tasks are ordered easy to hard by what is known when they are made
-(:mod:`repogym.envs.curriculum.features`). At first the easiest ``start`` share of them is
+(:mod:`repogym.envs.curriculum.hardness`). At first the easiest ``start`` share of them is
 drawn from; one more task joins every ``pace`` ended episodes (counted by the statistics
 store, so the frontier survives a restart and is the same in every worker), until all have.
 """
@@ -13,9 +13,9 @@ import random
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from repogym.envs.curriculum.features import order
+from repogym.envs.curriculum.hardness import order
 from repogym.envs.curriculum.stats import StatsTable
-from repogym.tasks.schema import Task
+from repogym.schema import Task
 
 
 @dataclass(frozen=True)

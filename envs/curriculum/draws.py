@@ -15,8 +15,8 @@ from typing import Any
 from repogym.envs.curriculum import Curriculum
 from repogym.envs.curriculum.failures import choose
 from repogym.envs.curriculum.stats import StatsTable
-from repogym.tasks.schema import Task
-from repogym.tasks.suite import pick
+from repogym.schema import Task
+from repogym.suite import pick
 
 STARTS = ("task", "failure")
 

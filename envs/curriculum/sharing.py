@@ -2,7 +2,7 @@
 
 - Envs of one process share :func:`~repogym.envs.curriculum.stats.store_for` the same file.
 - An async vector env's workers use their parent's store over the socket the parent already
-  serves its container pool on (:mod:`repogym.envs.sandbox.broker`): every graded episode is
+  serves its container pool on (:mod:`repogym.sandbox.broker`): every graded episode is
   recorded there, and every draw reads the parent's statistics.
 - Ray workers (:mod:`repogym.envs.cluster`) keep a copy: what their envs record goes back to
   the driver with each call's outcome, the driver merges it into its store, and each reset
@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from repogym.envs.curriculum.stats import EpisodeResult, StatsStore, StatsTable, store_for
-from repogym.envs.sandbox import broker
+from repogym.sandbox import broker
 
 SERVICE = "curriculum"
 

@@ -6,7 +6,7 @@ import random
 from collections.abc import Sequence
 
 from repogym.envs.curriculum.stats import StatsTable
-from repogym.tasks.schema import Task
+from repogym.schema import Task
 
 
 class UniformSampler:

@@ -12,7 +12,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from repogym.envs.curriculum.stats import StatsTable
-from repogym.tasks.schema import Task
+from repogym.schema import Task
 
 
 class WeightsSampler:

@@ -17,8 +17,8 @@ from typing import Any
 
 from repogym.envs.grading import differential
 from repogym.envs.grading.differential import DIR, MARK, OUTPUT_LIMIT, same
-from repogym.envs.sandbox.base import HarnessSandbox
-from repogym.tasks.schema import Task
+from repogym.sandbox.base import HarnessSandbox
+from repogym.schema import Task
 
 
 def parse_outcomes(output: str) -> dict[str, tuple[Any, float]]:

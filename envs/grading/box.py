@@ -6,9 +6,9 @@ from __future__ import annotations
 from typing import Any
 
 from repogym.envs.grading.warm_pytest import WarmPytest
-from repogym.envs.sandbox.base import SandboxConfig, SandboxLost
-from repogym.envs.sandbox.docker import DockerSandbox
-from repogym.envs.sandbox.runner import Runner
+from repogym.sandbox.base import SandboxConfig, SandboxLost
+from repogym.sandbox.docker import DockerSandbox
+from repogym.sandbox.root_runner import Runner
 
 # the tests' environment, in a fresh process and in the waiting ones alike. The hash seed is
 # fixed: a test parametrized over a set (isodate's TEST_CASES) gets ids that number its cases in

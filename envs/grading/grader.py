@@ -25,10 +25,10 @@ from repogym.envs.grading.pytest_run import TEST_UID, PytestRun
 from repogym.envs.grading.report import GradingReport, report_json
 from repogym.envs.grading.runners import runner_name
 from repogym.envs.grading.testcmd import test_files
-from repogym.envs.sandbox.base import SandboxConfig
-from repogym.envs.sandbox.pool import SandboxPool
 from repogym.errors import GradingError, RepogymError
-from repogym.tasks.schema import Task
+from repogym.sandbox.base import SandboxConfig
+from repogym.sandbox.pool import SandboxPool
+from repogym.schema import Task
 
 # the names other modules take from here
 __all__ = ["GRADER_CAPS", "TEST_ENV", "TEST_UID", "Grader", "GraderConfig", "GradingReport",

@@ -23,10 +23,10 @@ from repogym.envs.grading.protect_langs import config_changed, content_checked, 
 from repogym.envs.grading.report import GradingReport
 from repogym.envs.grading.results import PASSING, parse_log
 from repogym.envs.grading.runners import Canary, TestRunner, get_runner, runner_name
-from repogym.envs.grading.runners.base import conflicts, seen
+from repogym.envs.grading.runners.language import conflicts, seen
 from repogym.envs.grading.stage import Staged
-from repogym.envs.sandbox.base import HarnessSandbox
-from repogym.tasks.schema import Task
+from repogym.sandbox.base import HarnessSandbox
+from repogym.schema import Task
 
 if TYPE_CHECKING:
     from repogym.envs.grading.grader import Grader

@@ -26,8 +26,8 @@ from repogym.envs.grading.report import GradingReport
 from repogym.envs.grading.results import parse_log
 from repogym.envs.grading.testcmd import test_files
 from repogym.errors import TaskError
-from repogym.tasks.repo import export_tree, git, snapshot
-from repogym.tasks.schema import Task
+from repogym.repo import export_tree, git, snapshot
+from repogym.schema import Task
 
 
 class LocalGrader:

@@ -31,7 +31,7 @@ import docker
 from docker.models.containers import ContainerCollection
 
 from repogym.errors import GradingError
-from repogym.tasks.schema import Task
+from repogym.schema import Task
 
 if TYPE_CHECKING:
     from swebench.types import TestSpec

@@ -34,8 +34,8 @@ from repogym.envs.grading.stage import OUT, Staged
 from repogym.envs.grading.testcmd import pytest_args, runs_pytest, state_outside, test_files
 from repogym.envs.grading.verdict import Verdict
 from repogym.envs.grading.warm_pytest import WarmPytest, pytest_argv
-from repogym.envs.sandbox.base import ExecResult
-from repogym.tasks.schema import Task
+from repogym.sandbox.base import ExecResult
+from repogym.schema import Task
 
 if TYPE_CHECKING:
     from repogym.envs.grading.grader import Grader

@@ -20,9 +20,9 @@ import shlex
 
 from repogym.envs.grading.box import GradingBox
 from repogym.envs.grading.pytest_run import TEST_UID
-from repogym.envs.sandbox.docker import DockerSandbox
-from repogym.envs.sandbox.pristine import PRISTINE, fill_script
 from repogym.errors import RepogymError
+from repogym.sandbox.docker import DockerSandbox
+from repogym.sandbox.pristine import PRISTINE, fill_script
 
 EMPTIED = ("/tmp", "/var/tmp", "/dev/shm", "/dev/mqueue", "/opt/repogym-grade")
 

@@ -45,8 +45,8 @@ from collections.abc import Callable
 from typing import Any
 
 from repogym.envs.grading.report import GradingReport
-from repogym.tasks.repo import read_at
-from repogym.tasks.schema import Task
+from repogym.repo import read_at
+from repogym.schema import Task
 
 Components = dict[str, float]
 RewardFn = Callable[[Components], float]

@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Set as AbstractSet
 from typing import TYPE_CHECKING
 
-from repogym.tasks.schema import Task
+from repogym.schema import Task
 
 if TYPE_CHECKING:
     from repogym.envs.grading.report import GradingReport

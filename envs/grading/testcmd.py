@@ -22,7 +22,7 @@ import shlex
 
 from repogym.envs.grading.results import parser_for
 from repogym.envs.grading.stage import header_paths
-from repogym.tasks.schema import Environment, Task
+from repogym.schema import Environment, Task
 
 _SAMPLE = {
     "tests/test_rg_probe.py::test_passes": "PASSED",

@@ -22,7 +22,7 @@ from repogym.envs.grading.results import (
     resolve_cut_ids,
 )
 from repogym.envs.grading.testcmd import pytest_args
-from repogym.tasks.schema import Task
+from repogym.schema import Task
 
 if TYPE_CHECKING:
     from repogym.envs.grading.report import GradingReport

@@ -25,11 +25,11 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from repogym.envs.sandbox.base import ExecResult
-from repogym.envs.sandbox.client import engine_errors
-from repogym.envs.sandbox.docker import DockerSandbox
-from repogym.envs.sandbox.shell import OutputCapture
-from repogym.envs.sandbox.transport import FrameReader, exit_code
+from repogym.sandbox.base import ExecResult
+from repogym.sandbox.client import engine_errors
+from repogym.sandbox.docker import DockerSandbox
+from repogym.sandbox.shell import OutputCapture
+from repogym.sandbox.transport import FrameReader, exit_code
 
 READY = "__RG_PYTEST_READY"
 LOADED = b"__RG_PYTEST_LOADED"

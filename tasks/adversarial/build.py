@@ -18,8 +18,8 @@ import sys
 from pathlib import Path
 
 from repogym.agents.hacker import HACKS, LANG_HACKS, LIMIT_HACKS, adversarial_task
-from repogym.tasks.schema import Task
-from repogym.tasks.suite import load_suite
+from repogym.schema import Task
+from repogym.suite import load_suite
 
 SUITE = Path(__file__).resolve().parent
 

@@ -33,7 +33,7 @@ from typing import Any, cast
 from swebench.harness.log_parsers.python import parse_log_pytest
 
 from repogym.errors import TaskError
-from repogym.tasks.repo import export_tree, git, snapshot, snapshot_commit
+from repogym.repo import export_tree, git, snapshot, snapshot_commit
 
 SUITE = Path(__file__).resolve().parent
 CREATED_AT = "2024-06-01T00:00:00Z"

@@ -20,8 +20,8 @@ from typing import Protocol, TypeAlias
 
 from repogym.errors import TaskError
 from repogym.progress import Progress
-from repogym.tasks.repo import SNAPSHOT_ENV
-from repogym.tasks.schema import SPLITS, Task
+from repogym.repo import SNAPSHOT_ENV
+from repogym.schema import SPLITS, Task
 
 # Folder names that hold tests (SWE-bench uses the same words to find test files).
 TEST_DIRS = frozenset({"test", "tests", "testing", "e2e", "__tests__"})

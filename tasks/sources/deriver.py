@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from repogym.tasks.schema import Task
+from repogym.schema import Task
 from repogym.tasks.validate import derive_lists
 
 from .common import Deriver

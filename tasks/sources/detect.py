@@ -23,7 +23,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from repogym.tasks.schema import PYTHON_SUITES, Environment
+from repogym.schema import PYTHON_SUITES, Environment
 
 from .common import is_test_path
 from .detect_langs import detect_language, language_environment

@@ -1,7 +1,7 @@
 """How a repository in a language other than Python is built and tested, read from its own
 files at the commit: ``go.mod``, ``Cargo.toml``, ``package.json``, ``pom.xml`` or
 ``build.gradle``. The setup commands run once, as root, when the task's image is built
-(``repogym.tasks.images``), on the language's toolchain image (``repogym.tasks.toolchains``);
+(``repogym.images.repository``), on the language's toolchain image (``repogym.images.toolchains``);
 what they write beside the code (lock files, generated sources) never enters an agent's diff.
 
 - go: modules from the module proxy when ``go.mod`` requires any (``go mod download``), then
@@ -29,7 +29,7 @@ import xml.etree.ElementTree as ET
 from pathlib import PurePosixPath
 from typing import Any
 
-from repogym.tasks.schema import Environment
+from repogym.schema import Environment
 
 from .tree_view import TreeView, load_toml
 

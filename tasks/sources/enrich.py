@@ -32,7 +32,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from repogym.tasks.schema import Task
+from repogym.schema import Task
 
 from . import boundary
 from .gold_targets import Traced, changed_functions, name_traced, patch_paths, places
@@ -112,9 +112,9 @@ def record_gold_cases(task: Task, config: EnrichConfig | None = None, box: Any =
     container that holds the task's base code already (task creation's, of the snapshot's
     image)."""
     from repogym.envs.grading.grader import Grader
-    from repogym.envs.sandbox.base import SandboxConfig
-    from repogym.envs.sandbox.docker import DockerSandbox
-    from repogym.tasks.images import ensure_image
+    from repogym.images.repository import ensure_image
+    from repogym.sandbox.base import SandboxConfig
+    from repogym.sandbox.docker import DockerSandbox
 
     reason = why_not(task)
     bare = task.with_(extra={k: v for k, v in task.extra.items() if k != GOLD_CASES})

@@ -18,7 +18,7 @@ from pathlib import Path
 import yaml
 
 from repogym.errors import TaskError
-from repogym.tasks.schema import Task
+from repogym.schema import Task
 
 from . import statements
 from .common import (
@@ -37,7 +37,7 @@ from .common import (
 from .deriver import default_deriver
 from .detect import EnvOverrides, detect_environment
 from .detect_langs import detect_language, unbuildable
-from .llm import LLMConfig
+from .statement_model import LLMConfig
 from .tree_view import GitTree
 
 

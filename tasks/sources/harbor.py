@@ -6,8 +6,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from repogym.errors import TaskError
-from repogym.tasks.harbor import import_task, task_folders
-from repogym.tasks.schema import Task
+from repogym.schema import Task
+from repogym.tasks.harbor_format import import_task, task_folders
 
 from .common import Candidate, Rejected, SourceOptions
 

@@ -28,7 +28,7 @@ functions alike (isodate's ``Duration.__eq__`` is 0.93 like its ``__ne__``; ever
 extension's ``setup`` looks like every other's). What the check looks for is code the
 repository does not own: installed packages, caches, build folders, anything else on the disk.
 A copy that the install itself makes of a repository file (``setup.py``'s ``scripts=``) is a
-link to that file in the image (:mod:`repogym.tasks.installed`), so it holds what /testbed
+link to that file in the image (:mod:`repogym.images.installed`), so it holds what /testbed
 holds and is no copy either.
 
 Files are parsed on the host, once per content (a cache by hash serves every image of the
@@ -50,14 +50,14 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING
 
-from repogym.tasks.repo import tree_paths
+from repogym.repo import tree_paths
 
 from . import normast
 from .common import is_test_path
 from .normast import Function, Index, similarity
 
 if TYPE_CHECKING:
-    from repogym.tasks.schema import Task
+    from repogym.schema import Task
 
 WORKDIR = "/testbed"
 ARCHIVES = (".whl", ".zip", ".egg", ".pyz")
@@ -318,9 +318,9 @@ def copies_in_image(task: Task, config: LeakConfig | None = None) -> list[Copy]:
     """The copies of ``task``'s gold code that its image holds (the image is built if needed).
     """
     from repogym.envs.grading.grader import Grader
-    from repogym.envs.sandbox.base import SandboxConfig
-    from repogym.envs.sandbox.docker import DockerSandbox
-    from repogym.tasks.images import ensure_image
+    from repogym.images.repository import ensure_image
+    from repogym.sandbox.base import SandboxConfig
+    from repogym.sandbox.docker import DockerSandbox
 
     config = config or LeakConfig()
     if not patched_files(task.patch):

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
 from repogym.errors import TaskError
-from repogym.tasks.schema import Task
+from repogym.schema import Task
 
 from . import heartbeat
 from .common import Log, Rejected, TaskSource, log_stderr, reason_kind

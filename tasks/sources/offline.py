@@ -14,9 +14,9 @@ from __future__ import annotations
 import re
 import shlex
 
-from repogym.envs.sandbox.base import SandboxConfig
-from repogym.envs.sandbox.docker import DockerSandbox
-from repogym.tasks.schema import Task
+from repogym.sandbox.base import SandboxConfig
+from repogym.sandbox.docker import DockerSandbox
+from repogym.schema import Task
 
 NETWORK_ERRORS = re.compile(
     r"ConnectionError|NewConnectionError|MaxRetryError|ConnectTimeout|ProxyError|gaierror|"

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from repogym.errors import RepogymError, UsageError
-from repogym.tasks.schema import Task
+from repogym.schema import Task
 
 from .common import is_git_source, run_git
 

@@ -10,11 +10,11 @@ from collections.abc import Callable, Iterator
 from typing import Any, Generic, Protocol, TypeVar
 
 from repogym.errors import RepogymError
-from repogym.tasks.schema import Environment, Reference, Task
+from repogym.schema import Environment, Reference, Task
 
 from .common import Deriver, Log, SourceOptions, WorkRepo, slug
 from .deriver import default_deriver
-from .llm import LLMConfig
+from .statement_model import LLMConfig
 
 FailureLog = Callable[[Task], str]
 

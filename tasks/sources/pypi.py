@@ -18,7 +18,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path, PurePosixPath
 
 from repogym.errors import TaskError
-from repogym.tasks.schema import Task
+from repogym.schema import Task
 
 from . import mutate
 from .common import (
@@ -32,8 +32,8 @@ from .common import (
     log_stderr,
 )
 from .detect import EnvOverrides, detect_environment, has_tests
-from .llm import LLMConfig
 from .replication import Recorder, ReplicationOptions, ReplicationSource
+from .statement_model import LLMConfig
 from .synthetic import SyntheticOptions, SyntheticSource
 
 KINDS = ("replication", "synthetic")

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TypeAlias
 
-from repogym.tasks.schema import Environment, Reference, Task
+from repogym.schema import Environment, Reference, Task
 
 from . import pyast
 from .common import (
@@ -33,7 +33,7 @@ from .common import (
     slug,
 )
 from .deriver import default_deriver
-from .llm import SPEC_SYSTEM, LLMConfig, statement
+from .statement_model import SPEC_SYSTEM, LLMConfig, statement
 from .trace import recorder
 
 GRANULARITIES = ("function", "class", "module")

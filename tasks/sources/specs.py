@@ -36,7 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from repogym.envs.grading.testcmd import tox_envs
-from repogym.tasks.schema import PYTHON_SUITES
+from repogym.schema import PYTHON_SUITES
 
 from . import build_backend, conda_env
 from .common import run_git
@@ -146,7 +146,7 @@ def translate(spec: dict[str, Any], repo: str, mirror: Path | None, commit: str,
         notes.append(f"Python {wanted} has no base image here; built with {chosen}")
     # swebench's environment image holds the packages, its instance image the checkout, the
     # pre-install commands (they edit the repository's files) and the install: so here
-    # (``repogym.tasks.env_image``), the install pre-run at the environment setup commit
+    # (``repogym.images.env_image``), the install pre-run at the environment setup commit
     env_setup = [INDEX_AS_OF, BUILD_TOOLS, *_package_steps(spec, repo, mirror, commit, notes)]
     notes.append(f"the package index as of {INDEX_DATE} (pip's uploaded-prior-to)")
     setup = [str(cmd) for cmd in spec.get("pre_install") or []]

@@ -1,6 +1,6 @@
 """SWE-bench Multilingual's environments: swebench 4.1's specs for its JavaScript, Go, Rust and
 Java repositories (``language_specs`` of ``tasks/data/swebench4_specs.json``), translated into
-repogym's language environments (``repogym.tasks.toolchains``, ``envs/grading/runners``).
+repogym's language environments (``repogym.images.toolchains``, ``envs/grading/runners``).
 
 A spec gives ``docker_specs`` (the toolchain version: ``node_version``, ``go_version``,
 ``rust_version``, ``java_version``), ``apt-pkgs``, ``pre_install``, ``install``, ``build`` and
@@ -46,7 +46,7 @@ from . import specs
 from .common import run_git
 from .specs import SpecError, Translated
 
-# the toolchains of repogym's images (tasks/toolchains.py), as Debian 12 ships them
+# the toolchains of repogym's images (images/toolchains.py), as Debian 12 ships them
 HAVE = {"javascript": (18,), "go": (1, 23), "rust": (1, 63), "java": (17,)}
 HAVE_TEXT = "Node 18, Go 1.23, rustc 1.63 and JDK 17 (Debian's)"
 NAMES = {"javascript": "Node", "go": "Go", "rust": "rustc", "java": "JDK"}
@@ -529,7 +529,7 @@ def _classpath(packages: set[str]) -> str:
 
 
 def _compile_check(root: str) -> str:
-    from repogym.tasks.runner_files import JUNIT_PLATFORM
+    from repogym.images.runner_files import JUNIT_PLATFORM
 
     main, test = shlex.quote(root + "src/main/java"), shlex.quote(root + "src/test/java")
     javac = "javac -nowarn -encoding UTF-8 -d"

@@ -17,7 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from repogym.tasks.schema import Task
+from repogym.schema import Task
 
 from .pyast import module_name, parse
 
@@ -237,7 +237,7 @@ def llm_prompt(statement: str) -> str:
 def written(llm: Any, fallback: str, hidden: list[str], log: Any) -> tuple[str, str]:
     """(statement, who wrote it): the model's issue from the facts in ``fallback`` when a
     model is configured and its text quotes no hidden test line, else ``fallback``."""
-    from .llm import ISSUE_SYSTEM, statement
+    from .statement_model import ISSUE_SYSTEM, statement
 
     if llm is None:
         return fallback, "tests"

@@ -17,7 +17,7 @@ The ``--env`` YAML maps repository and version to a repogym environment:
 
 With ``--pull`` (or ``REPOGYM_PULL=1``) the dataset's own image is used when the engine has it
 or can pull it (swebench's ``sweb.eval.*``, SWE-smith's ``image_name``, R2E-Gym's
-``docker_image``); ``repogym.tasks.layer`` checks that it holds the base commit and adds what
+``docker_image``); ``repogym.images.dataset`` checks that it holds the base commit and adds what
 repogym needs on top. The tests run are the harness's test directives (``specs``).
 
 Instances whose tests reach the network keep those tests out of their lists, with the reason in
@@ -37,7 +37,7 @@ import yaml
 
 from repogym import settings
 from repogym.errors import RepogymError, TaskError, UsageError
-from repogym.tasks.schema import Task
+from repogym.schema import Task
 from repogym.tls import explain_certificate
 
 from . import datasets, specs, specs_langs
@@ -224,7 +224,7 @@ class SwebenchSource:
         name = instance.get("dataset_image")
         if not self.pull or not name:
             return None
-        from repogym.tasks.layer import available
+        from repogym.images.dataset import available
 
         return str(name) if available(str(name), pull=True) else None
 
@@ -332,7 +332,7 @@ class SwebenchSource:
 
     def _without_network_tests(self, task: Task, result: Any) -> tuple[Task, Any]:
         from repogym.envs.grading.grader import Grader, GraderConfig
-        from repogym.tasks.images import ensure_image
+        from repogym.images.repository import ensure_image
         from repogym.tasks.validate import validate_task
 
         from .offline import network_failures

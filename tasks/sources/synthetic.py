@@ -16,12 +16,12 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from repogym.tasks.schema import Environment, Reference, Task
+from repogym.schema import Environment, Reference, Task
 
 from . import mutate, pyast, statements
 from .common import Deriver, Log, SourceOptions, WorkRepo, is_test_path, log_stderr
-from .llm import LLMConfig
 from .planted import FailureLog, PlantedBugSource
+from .statement_model import LLMConfig
 
 MAX_SNIPPETS = 3
 MAX_SNIPPET_LINES = 40
@@ -154,7 +154,7 @@ def grader_failure_log(task: Task) -> str:
     """What the failing tests report on the buggy base: one run in the task's image, with
     the grader the environment uses (no canaries, so only the repository's tests show)."""
     from repogym.envs.grading.grader import Grader, GraderConfig
-    from repogym.tasks.images import ensure_image
+    from repogym.images.repository import ensure_image
 
     image = ensure_image(task, progress=lambda _m: None)
     report = Grader(GraderConfig(cleanup_async=False, canaries=False)).grade(task, "", image.tag)

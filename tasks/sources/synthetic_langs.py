@@ -13,12 +13,12 @@ import random
 from dataclasses import dataclass
 from pathlib import Path
 
-from repogym.tasks.schema import Environment, Task
+from repogym.schema import Environment, Task
 
 from . import mutate_ts
 from .common import Deriver, Log, SourceOptions, WorkRepo, is_test_path, log_stderr
-from .llm import ISSUE_SYSTEM, LLMConfig, statement
 from .planted import FailureLog, PlantedBugSource
+from .statement_model import ISSUE_SYSTEM, LLMConfig, statement
 from .synthetic import _last_lines
 
 # folders whose code the tests do not exercise as the library (or that are not the project's)
@@ -77,7 +77,7 @@ def mutations(files: dict[str, str], language: str, operators: tuple[str, ...],
 def grader_log_tail(task: Task) -> str:
     """The end of the tests' output on the buggy base (one run, no canaries)."""
     from repogym.envs.grading.grader import Grader, GraderConfig
-    from repogym.tasks.images import ensure_image
+    from repogym.images.repository import ensure_image
 
     image = ensure_image(task, progress=lambda _m: None)
     report = Grader(GraderConfig(cleanup_async=False, canaries=False)).grade(task, "", image.tag)

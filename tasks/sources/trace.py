@@ -24,11 +24,11 @@ from typing import Any
 from repogym.envs.grading.agreement import call_cases
 from repogym.envs.grading.grader import Grader
 from repogym.envs.grading.testcmd import runs_pytest
-from repogym.envs.sandbox.base import SandboxConfig
-from repogym.envs.sandbox.docker import DockerSandbox
 from repogym.errors import RepogymError, TaskError
-from repogym.tasks.images import ensure_image
-from repogym.tasks.schema import Task
+from repogym.images.repository import ensure_image
+from repogym.sandbox.base import SandboxConfig
+from repogym.sandbox.docker import DockerSandbox
+from repogym.schema import Task
 
 from .inputs import generate_calls
 from .targets import TargetFunction, target_functions

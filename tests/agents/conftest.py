@@ -16,8 +16,8 @@ from typing import Any
 
 import pytest
 
-from repogym.tasks.repo import snapshot_commit
-from repogym.tasks.schema import Task
+from repogym.repo import snapshot_commit
+from repogym.schema import Task
 
 OPS = "def add(a, b):\n    return a - b\n\n\ndef sub(a, b):\n    return a - b\n\n\n" \
       "def mul(a, b):\n    return a + b\n"

@@ -11,9 +11,9 @@ from typing import Any
 import gymnasium as gym
 import pytest
 
-from repogym.agents.base import Agent, AgentError
+from repogym.agents.agent import Agent, AgentError
+from repogym.agents.evaluation.html_report import render_html
 from repogym.agents.evaluation.predictions import eval_tests_status, load_predictions, run_report
-from repogym.agents.evaluation.report import render_html
 from repogym.agents.evaluation.runner import EvalConfig, rerun, run_eval
 from repogym.agents.evaluation.summary import failure_kind, summarize, wilson_interval
 from repogym.agents.gold import GoldAgent
@@ -22,13 +22,13 @@ from repogym.agents.random_agent import RandomAgent
 from repogym.agents.registry import AGENTS, make_agent
 from repogym.envs.actions import parse_action
 from repogym.envs.grading.grader import GradingReport
-from repogym.envs.sandbox.base import SandboxConfig
-from repogym.envs.sandbox.fake import FakeSandbox
 from repogym.envs.tools import TOOL_SCHEMAS, Toolbox
 from repogym.errors import SandboxError, TaskError
+from repogym.sandbox.base import SandboxConfig
+from repogym.sandbox.fake import FakeSandbox
+from repogym.schema import Task
 from repogym.scripts.eval_cmd import parse_options
-from repogym.tasks.schema import Task
-from repogym.tasks.suite import write_suite
+from repogym.suite import write_suite
 
 PATCH = "diff --git a/a.py b/a.py\n--- a/a.py\n+++ b/a.py\n@@ -1 +1 @@\n-x = 1\n+x = 2\n"
 

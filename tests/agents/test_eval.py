@@ -11,9 +11,9 @@ from typing import Any
 import pytest
 
 from repogym.agents.evaluation.runner import EvalConfig, run_eval
+from repogym.schema import Task
 from repogym.scripts.cli import main
-from repogym.tasks.schema import Task
-from repogym.tasks.suite import write_suite
+from repogym.suite import write_suite
 
 pytestmark = pytest.mark.docker
 

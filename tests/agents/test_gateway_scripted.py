@@ -19,9 +19,9 @@ import pytest
 
 from repogym.agents.gateway import Gateway, read_calls
 from repogym.agents.gateway.scripted import FINISH_COMMAND, ScriptedModel, ScriptedServer
-from repogym.tasks.repo import export_tree
-from repogym.tasks.schema import Task
-from repogym.tasks.suite import load_suite
+from repogym.repo import export_tree
+from repogym.schema import Task
+from repogym.suite import load_suite
 
 TOOLS = [{"type": "function", "function": {"name": name, "parameters": {}}}
          for name in ("bash", "submit")]

@@ -15,9 +15,9 @@ from typing import Any
 
 import pytest
 
-from repogym.agents.base import AgentError
+from repogym.agents.agent import AgentError
 from repogym.agents.hacker import HackerAgent
-from repogym.envs.sandbox.shell import OutputCapture
+from repogym.sandbox.shell import OutputCapture
 
 
 def _repository(root: Path, files: int) -> Path:

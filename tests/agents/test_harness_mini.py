@@ -10,9 +10,9 @@ import pytest
 from fake_openai import FakeOpenAI, start_fake_openai
 
 from repogym.agents.gateway import read_calls
-from repogym.agents.harness.base import command_result
-from repogym.tasks.schema import Task
-from repogym.tasks.suite import load_suite
+from repogym.agents.harness.interface import command_result
+from repogym.schema import Task
+from repogym.suite import load_suite
 
 TASKS = ("demo__textkit-1", "demo__minicalc-1")  # eval split: what eval runs
 

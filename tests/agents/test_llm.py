@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from repogym.agents.base import AgentError
+from repogym.agents.agent import AgentError
 from repogym.agents.llm import LLMAgent, LLMConfig
 from repogym.envs.actions import parse_action
 from repogym.envs.tools import TOOL_SCHEMAS

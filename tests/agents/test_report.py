@@ -7,7 +7,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-from repogym.agents.evaluation.report import write_html
+from repogym.agents.evaluation.html_report import write_html
 from repogym.agents.evaluation.summary import summarize
 from repogym.envs.record import EpisodeRecorder
 

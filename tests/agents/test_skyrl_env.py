@@ -10,7 +10,7 @@ import pytest
 import skyrl_gym
 
 from repogym.agents import skyrl_env
-from repogym.tasks.schema import Task
+from repogym.schema import Task
 
 FIX = {"name": "str_replace",
        "arguments": {"path": "calc/__init__.py", "old_str": "a - b", "new_str": "a + b"}}
@@ -80,7 +80,7 @@ def test_dataset_rows_name_their_tasks() -> None:
 
 def test_sampled_rows_play_one_draw_per_group(tmp_path: Path) -> None:
     from repogym.envs.curriculum import EpisodeResult, StatsStore
-    from repogym.tasks.suite import load_suite
+    from repogym.suite import load_suite
 
     only, path = "demo__minicalc-2", tmp_path / "stats.json"
     store = StatsStore(path)

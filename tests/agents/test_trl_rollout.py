@@ -79,7 +79,7 @@ def test_each_group_of_prompts_plays_one_draw_of_the_curriculum(tmp_path: Path) 
     from repogym.agents.ppo.policy import tiny_model
     from repogym.agents.trl_rollout import RepogymRollout, task_dataset
     from repogym.envs.curriculum import EpisodeResult, StatsStore
-    from repogym.tasks.suite import load_suite
+    from repogym.suite import load_suite
 
     only, store = "demo__stockroom-3", StatsStore(tmp_path / "stats.json")
     for task in load_suite("demo", "train"):  # only `only` has a recent rate in 0.1-0.9

@@ -12,8 +12,8 @@ from repogym.bench.core import Context, Row, Stat, compare, row
 from repogym.bench.cost import _apply_gold, plain_command, pytest_seconds
 from repogym.bench.run import BenchConfig, targets
 from repogym.bench.startup import startup_latency
+from repogym.schema import Environment, Task
 from repogym.scripts import bench
-from repogym.tasks.schema import Environment, Task
 
 
 def parse(*argv: str) -> argparse.Namespace:

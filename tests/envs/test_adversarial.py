@@ -28,9 +28,9 @@ from repogym.agents.hacker import (
     hack_for_task,
 )
 from repogym.envs.grading.grader import GraderConfig
-from repogym.tasks.repo import export_tree
-from repogym.tasks.schema import Task
-from repogym.tasks.suite import load_suite
+from repogym.repo import export_tree
+from repogym.schema import Task
+from repogym.suite import load_suite
 
 BUILD = Path(repogym.__file__).resolve().parents[1] / "tasks" / "adversarial" / "build.py"
 LOOP_TIMEOUT = 5  # the grader's limit for the infinite loop and the fork bomb, in seconds
@@ -298,8 +298,8 @@ def test_always_equal_is_caught_where_tests_compare_in_helpers_or_not_at_all(
 
     from repogym.agents.certify import CertifyConfig, certify
     from repogym.envs.grading.grader import Grader
-    from repogym.tasks.images import ensure_image
-    from repogym.tasks.repo import snapshot_commit
+    from repogym.images.repository import ensure_image
+    from repogym.repo import snapshot_commit
 
     root = tmp_path / "parsing"
     (root / "parsing").mkdir(parents=True)

@@ -20,7 +20,7 @@ from repogym.agents.attacks.runner_attacks import LANG_HACKS, LangHack, _source
 from repogym.agents.certify import CertifyConfig, certify
 from repogym.agents.hacker import HackerAgent, hack_for_task
 from repogym.envs.grading.grader import GraderConfig
-from repogym.tasks.suite import load_suite
+from repogym.suite import load_suite
 
 TASKS = {hack_for_task(t.instance_id): t for t in load_suite("adversarial")
          if hack_for_task(t.instance_id) in LANG_HACKS}

@@ -14,9 +14,9 @@ import numpy as np
 import pytest
 
 import repogym  # noqa: F401 - registers the env
-from repogym.envs.sandbox.base import LABEL_PID, LABEL_ROLE, LABEL_RUN
-from repogym.envs.sandbox.client import docker_client
-from repogym.tasks.schema import Task
+from repogym.sandbox.base import LABEL_PID, LABEL_ROLE, LABEL_RUN
+from repogym.sandbox.client import docker_client
+from repogym.schema import Task
 
 pytestmark = pytest.mark.docker
 

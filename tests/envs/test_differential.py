@@ -312,8 +312,8 @@ _FOUND = _find_reference()
 
 @pytest.fixture(scope="module")
 def toolz_task(tmp_path_factory: pytest.TempPathFactory) -> Any:
-    from repogym.envs.sandbox.client import docker_available
     from repogym.errors import TaskError
+    from repogym.sandbox.client import docker_available
     from repogym.tasks.sources.common import SourceOptions
     from repogym.tasks.sources.pypi import PypiOptions, PypiSource
 
@@ -341,7 +341,7 @@ def candidate(task: Any, body: str, tail: str = "", extra: dict[str, str] | None
     import difflib
     import tempfile
 
-    from repogym.tasks.repo import export_tree
+    from repogym.repo import export_tree
 
     with tempfile.TemporaryDirectory() as tmp:
         export_tree(task.source, task.base_commit, Path(tmp) / "t")
@@ -382,7 +382,7 @@ while True:
 @pytest.fixture(scope="module")
 def graded(toolz_task: Any) -> dict[str, Any]:
     from repogym.envs.grading.grader import Grader, GraderConfig
-    from repogym.tasks.images import ensure_image
+    from repogym.images.repository import ensure_image
 
     grader = Grader(GraderConfig(cleanup_async=False), seed=0)
     image = ensure_image(toolz_task, progress=lambda _m: None).tag
@@ -445,9 +445,9 @@ def test_a_candidate_that_hunts_for_the_reference_finds_nothing(
 @pytest.mark.docker
 @pytest.mark.slow
 def test_the_agents_container_holds_no_reference_and_no_case(toolz_task: Any) -> None:
-    from repogym.envs.sandbox.base import SandboxConfig
-    from repogym.envs.sandbox.docker import DockerSandbox
-    from repogym.tasks.images import ensure_image
+    from repogym.images.repository import ensure_image
+    from repogym.sandbox.base import SandboxConfig
+    from repogym.sandbox.docker import DockerSandbox
 
     image = ensure_image(toolz_task, progress=lambda _m: None).tag
     # what a leaked cases file would hold: the base64 of a generated input

@@ -19,7 +19,7 @@ from gymnasium.utils.env_checker import check_env
 
 import repogym  # noqa: F401 - registers the env
 from repogym.envs.record import read_record
-from repogym.tasks.schema import Task
+from repogym.schema import Task
 
 FIX = {
     "name": "str_replace",
@@ -237,8 +237,8 @@ NO_ENGINE = """
 import json, sys
 import gymnasium as gym
 import repogym
-from repogym.envs.sandbox import engines
-from repogym.tasks.schema import Task
+from repogym.sandbox import engines
+from repogym.schema import Task
 
 def no_client(*args, **kwargs):
     raise AssertionError("a fake-sandbox episode asked for a Docker client")

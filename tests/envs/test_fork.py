@@ -14,8 +14,8 @@ import pytest
 import repogym  # noqa: F401 - registers the env
 from repogym.envs.fork import Snapshot, SnapshotError, as_snapshot, task_of
 from repogym.envs.record import read_record
-from repogym.envs.sandbox import snapshot as files
-from repogym.tasks.schema import Task
+from repogym.sandbox import snapshot as files
+from repogym.schema import Task
 
 FIX = {"tool": "str_replace", "path": "/testbed/calc/__init__.py", "old_str": "a - b",
        "new_str": "a + b"}

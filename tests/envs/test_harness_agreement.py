@@ -36,10 +36,10 @@ from swebench.harness.run_evaluation import run_instance
 
 from repogym.envs.grading.grader import Grader, GraderConfig
 from repogym.envs.grading.official import MODEL, make_spec
-from repogym.envs.sandbox.pool import SandboxPool
-from repogym.tasks.images import ensure_image
-from repogym.tasks.schema import Task
-from repogym.tasks.suite import load_suite
+from repogym.images.repository import ensure_image
+from repogym.sandbox.pool import SandboxPool
+from repogym.schema import Task
+from repogym.suite import load_suite
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 

@@ -17,9 +17,9 @@ from pathlib import Path
 import httpx
 import pytest
 
-from repogym.envs.sandbox.base import LABEL_MANAGED, LABEL_PID
-from repogym.envs.sandbox.client import docker_client
-from repogym.tasks.suite import load_suite
+from repogym.sandbox.base import LABEL_MANAGED, LABEL_PID
+from repogym.sandbox.client import docker_client
+from repogym.suite import load_suite
 
 pytest.importorskip("openenv")
 TOKEN = "test-token-7f3a"
@@ -34,7 +34,7 @@ class Served:
 
 
 def _free_port() -> int:
-    from repogym.agents.gateway.server import bind
+    from repogym.agents.gateway.gateway import bind
 
     sock = bind("127.0.0.1", 0)
     port = int(sock.getsockname()[1])
@@ -98,7 +98,7 @@ def test_token_guard_and_hints(served: Served) -> None:
     stateless = httpx.post(f"{served.url}/reset", json={},
                            headers={"Authorization": f"Bearer {TOKEN}"})
     assert stateless.status_code == 400 and "/ws" in stateless.json()["error"]
-    from repogym.envs.openenv.client import RepogymEnvClient
+    from repogym.envs.openenv.remote import RepogymEnvClient
 
     # #35: OpenEnv's client saw only "HTTP 401"; it is told what to send
     with pytest.raises(Exception, match="missing or wrong token: send 'Authorization: Bearer"):
@@ -135,8 +135,8 @@ def test_a_client_that_disconnects_is_one_line_of_the_log(served: Served) -> Non
 @pytest.mark.docker
 @pytest.mark.slow
 def test_two_clients_finish_episodes_at_once(served: Served) -> None:
-    from repogym.envs.openenv.client import RepogymEnvClient
     from repogym.envs.openenv.models import RepogymAction
+    from repogym.envs.openenv.remote import RepogymEnvClient
 
     tasks = {t.instance_id: t for t in load_suite("demo")}
 

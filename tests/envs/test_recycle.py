@@ -11,10 +11,10 @@ import pytest
 from repogym.envs.grading.box import GradingBox
 from repogym.envs.grading.grader import Grader, GraderConfig
 from repogym.envs.grading.recycle import reset_grader
-from repogym.envs.sandbox.docker import DockerSandbox
-from repogym.envs.sandbox.pool import SandboxPool
-from repogym.tasks.repo import snapshot_commit
-from repogym.tasks.schema import Task
+from repogym.repo import snapshot_commit
+from repogym.sandbox.docker import DockerSandbox
+from repogym.sandbox.pool import SandboxPool
+from repogym.schema import Task
 
 # A test that fails when it finds what an earlier run could have left, then leaves all of it:
 # files in every writable place, a process, a System V shared memory segment.
@@ -45,7 +45,7 @@ LEAVES = textwrap.dedent('''\
 
 @pytest.fixture(scope="module")
 def leaving(tmp_path_factory: pytest.TempPathFactory) -> tuple[Task, str]:
-    from repogym.tasks.images import ensure_image
+    from repogym.images.repository import ensure_image
 
     root = tmp_path_factory.mktemp("leaves") / "calc"
     (root / "calc").mkdir(parents=True)

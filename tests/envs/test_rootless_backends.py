@@ -22,9 +22,9 @@ import repogym  # noqa: F401  (registers the environment)
 from repogym.agents.gold import GoldAgent
 from repogym.agents.hacker import HACKS, HackerAgent, adversarial_task
 from repogym.envs.grading.grader import GraderConfig
-from repogym.tasks.images import ensure_image
-from repogym.tasks.schema import Task
-from repogym.tasks.suite import load_suite
+from repogym.images.repository import ensure_image
+from repogym.schema import Task
+from repogym.suite import load_suite
 
 pytestmark = pytest.mark.docker
 BACKENDS = [pytest.param("podman", marks=pytest.mark.podman),

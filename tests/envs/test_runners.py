@@ -11,10 +11,10 @@ from repogym.envs.grading.langrun import cross_check, every_status, with_log_key
 from repogym.envs.grading.protect_langs import config_changed, protected_reason
 from repogym.envs.grading.results import parse_log
 from repogym.envs.grading.runners import RUNNERS, get_runner, runner_name
-from repogym.envs.grading.runners.base import conflicts
+from repogym.envs.grading.runners.language import conflicts
 from repogym.errors import TaskError
-from repogym.tasks.schema import Environment, Task
-from repogym.tasks.toolchains import TOOLCHAINS, dockerfile
+from repogym.images.toolchains import TOOLCHAINS, dockerfile
+from repogym.schema import Environment, Task
 
 
 def test_runner_comes_from_the_name_or_the_language() -> None:

@@ -10,10 +10,10 @@ from pathlib import Path
 import pytest
 
 from repogym.envs.actions import ToolCall, parse_action
-from repogym.envs.sandbox.base import SandboxConfig
-from repogym.envs.sandbox.fake import FakeSandbox
 from repogym.envs.tools import TOOL_NAMES, TOOL_SCHEMAS, Toolbox, ToolResult
 from repogym.errors import SandboxError
+from repogym.sandbox.base import SandboxConfig
+from repogym.sandbox.fake import FakeSandbox
 
 APP = "def add(a, b):\n    return a - b\n\n\ndef sub(a, b):\n    return a - b\n"
 # A file name that is not UTF-8, as Python spells it (surrogateescape) and as JSON carries it.

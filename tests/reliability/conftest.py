@@ -36,8 +36,8 @@ def tls_engine() -> Iterator[TLSEngine]:
 @pytest.fixture(scope="session")
 def image() -> str:
     """The image of one demo task (demo__minicalc-1), built when missing."""
-    from repogym.tasks.images import ensure_image
-    from repogym.tasks.suite import load_suite
+    from repogym.images.repository import ensure_image
+    from repogym.suite import load_suite
 
     task = next(t for t in load_suite("demo") if t.instance_id == "demo__minicalc-1")
     return ensure_image(task, progress=lambda _m: None).tag

@@ -18,9 +18,9 @@ from typing import Any
 
 from repogym.agents.gold import GoldAgent
 from repogym.agents.random_agent import RandomAgent
-from repogym.envs.sandbox.base import LABEL_MANAGED, LABEL_PID, LABEL_RUN
-from repogym.envs.sandbox.client import docker_client
-from repogym.tasks.schema import Task
+from repogym.sandbox.base import LABEL_MANAGED, LABEL_PID, LABEL_RUN
+from repogym.sandbox.client import docker_client
+from repogym.schema import Task
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 

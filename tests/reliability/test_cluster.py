@@ -23,8 +23,8 @@ import pytest
 from cluster_support import RayNodes, TLSEngine, labelled
 from reliability_support import REPO_ROOT, child_env, repogym_cmd, stop, wait_until
 
-from repogym.envs.sandbox.base import LABEL_RUN
-from repogym.tasks.schema import Task
+from repogym.sandbox.base import LABEL_RUN
+from repogym.schema import Task
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 

@@ -21,8 +21,8 @@ from reliability_support import (
     wait_until,
 )
 
-from repogym.envs.sandbox.base import SandboxConfig, SandboxLost
-from repogym.envs.sandbox.docker import DockerSandbox
+from repogym.sandbox.base import SandboxConfig, SandboxLost
+from repogym.sandbox.docker import DockerSandbox
 
 pytestmark = pytest.mark.docker
 
@@ -41,8 +41,8 @@ MID_EPISODE = textwrap.dedent("""
 # A process that starts one sandbox, as the next run of repogym would, and ends.
 NEXT_START = textwrap.dedent("""
     import sys
-    from repogym.envs.sandbox.base import SandboxConfig, SandboxLost
-    from repogym.envs.sandbox.docker import DockerSandbox
+    from repogym.sandbox.base import SandboxConfig, SandboxLost
+    from repogym.sandbox.docker import DockerSandbox
     DockerSandbox(SandboxConfig(image=sys.argv[1])).close()
 """)
 

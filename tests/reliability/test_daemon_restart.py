@@ -23,8 +23,8 @@ from reliability_support import (
     wait_until,
 )
 
-from repogym.tasks.images import ensure_image
-from repogym.tasks.suite import load_suite
+from repogym.images.repository import ensure_image
+from repogym.suite import load_suite
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 

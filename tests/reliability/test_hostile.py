@@ -17,7 +17,7 @@ import gymnasium as gym
 import pytest
 
 import repogym  # noqa: F401 - registers the env
-from repogym.envs.sandbox.client import docker_client
+from repogym.sandbox.client import docker_client
 
 pytestmark = pytest.mark.docker
 

@@ -22,7 +22,7 @@ from reliability_support import (
 )
 
 from repogym.agents.evaluation.runner import EvalConfig, run_eval
-from repogym.tasks.suite import load_suite
+from repogym.suite import load_suite
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 

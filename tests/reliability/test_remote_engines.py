@@ -17,10 +17,10 @@ import pytest
 from cluster_support import TLSEngine, free_port, labelled
 from reliability_support import REPO_ROOT, child_env, repogym_cmd
 
-from repogym.envs.sandbox import client as client_module
-from repogym.envs.sandbox import engines
-from repogym.envs.sandbox.base import LABEL_MANAGED, LABEL_ROLE, LABEL_RUN
-from repogym.tasks.schema import Task
+from repogym.sandbox import client as client_module
+from repogym.sandbox import engines
+from repogym.sandbox.base import LABEL_MANAGED, LABEL_ROLE, LABEL_RUN
+from repogym.schema import Task
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 
@@ -69,8 +69,8 @@ def test_an_episode_runs_and_is_graded_on_a_tls_engine_with_its_image_sent_by_ha
 
 def test_free_slots_count_the_episodes_running_on_the_engine(
         listed: str, tls_engine: TLSEngine, toy_image: str) -> None:
-    from repogym.envs.sandbox.base import SandboxConfig
-    from repogym.envs.sandbox.docker import DockerSandbox
+    from repogym.sandbox.base import SandboxConfig
+    from repogym.sandbox.docker import DockerSandbox
 
     engine = engines.parse_engines(listed)[0]
     # the image as the env's image provider would send it (this test starts no env)
@@ -86,8 +86,8 @@ def test_free_slots_count_the_episodes_running_on_the_engine(
 
 LEAVE_ONE = """
 import os
-from repogym.envs.sandbox.base import SandboxConfig
-from repogym.envs.sandbox.docker import DockerSandbox
+from repogym.sandbox.base import SandboxConfig
+from repogym.sandbox.docker import DockerSandbox
 box = DockerSandbox(SandboxConfig(image={image!r}, run_id="tlsleft"))
 print(box.name, flush=True)
 os._exit(0)  # dies without removing it, as a crashed process would

@@ -8,12 +8,12 @@ import docker
 import pytest
 from reliability_support import wait_until
 
-from repogym.envs.sandbox.base import SandboxConfig
-from repogym.envs.sandbox.client import docker_client
-from repogym.envs.sandbox.docker import DockerSandbox
-from repogym.envs.sandbox.pool import SandboxPool, reset_in_place
 from repogym.errors import DockerUnavailable
-from repogym.tasks.images import ensure_base
+from repogym.images.repository import ensure_base
+from repogym.sandbox.base import SandboxConfig
+from repogym.sandbox.client import docker_client
+from repogym.sandbox.docker import DockerSandbox
+from repogym.sandbox.pool import SandboxPool, reset_in_place
 
 
 def test_config_keeps_room_for_processes_and_a_writable_repository() -> None:

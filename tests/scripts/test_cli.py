@@ -13,7 +13,7 @@ import pytest
 
 from repogym.scripts import cli
 from repogym.scripts.cli import main
-from repogym.tasks.suite import load_suite
+from repogym.suite import load_suite
 
 HEAVY = ("gymnasium", "docker", "swebench", "datasets", "numpy", "torch")
 

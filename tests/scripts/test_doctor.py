@@ -13,12 +13,12 @@ from pathlib import Path
 
 import pytest
 
-from repogym.envs.sandbox.client import docker_client
+from repogym.images import usage as image_usage
+from repogym.images.repository import LABEL_SPEC, ensure_base, image_tag
+from repogym.images.usage import Image
+from repogym.sandbox.client import docker_client
 from repogym.scripts.cli import main
-from repogym.tasks import image_usage
-from repogym.tasks.image_usage import Image
-from repogym.tasks.images import LABEL_SPEC, ensure_base, image_tag
-from repogym.tasks.suite import load_suite
+from repogym.suite import load_suite
 
 pytestmark = pytest.mark.docker
 

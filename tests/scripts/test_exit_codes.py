@@ -96,7 +96,7 @@ def test_no_engine_means_the_command_could_not_do_its_job(command: str, tmp_path
 def test_a_port_in_use_means_the_server_could_not_start(tmp_path: Path,
                                                         capsys: pytest.CaptureFixture[str]
                                                         ) -> None:
-    from repogym.agents.gateway.server import bind
+    from repogym.agents.gateway.gateway import bind
 
     sock = bind("127.0.0.1", 0)
     sock.listen()

@@ -19,12 +19,12 @@ from repogym.agents.certify import (
     skip_reason,
 )
 from repogym.agents.hacker import HACKS, LANG_HACKS
+from repogym.schema import Environment, Task
 from repogym.scripts import tasks_certify
 from repogym.scripts.cli import main
 from repogym.scripts.tasks_certify import certify_collected, rewrite
-from repogym.tasks.schema import Environment, Task
+from repogym.suite import load_suite
 from repogym.tasks.sources.loop import Collected
-from repogym.tasks.suite import load_suite
 
 
 def test_an_attack_beats_a_task_when_it_earns_anything() -> None:
@@ -139,7 +139,7 @@ def test_an_incomplete_certificate_is_no_pass(monkeypatch: pytest.MonkeyPatch, t
     commands still said "1/1 tasks withstood every attack" (exit 0). The attacks themselves
     are the Docker tests; here, what the commands make of their result."""
     import repogym.agents.certify as certify_module
-    import repogym.tasks.images as images
+    import repogym.images.repository as images
 
     tasks = [Task(f"t-{i}", "r", "0" * 40, "Fix it.") for i in (1, 2)]
     attacks = {"t-1": {"a": Attack(), "b": Attack()},

@@ -10,12 +10,12 @@ from pathlib import Path
 
 import pytest
 
-from repogym.envs.sandbox.client import docker_client
 from repogym.errors import SetupFailed
-from repogym.tasks.build_tools import build_tools_tag
-from repogym.tasks.images import base_tag, ensure_image, image_tag
-from repogym.tasks.repo import snapshot_commit
-from repogym.tasks.schema import Environment, Task
+from repogym.images.build_tools import build_tools_tag
+from repogym.images.repository import base_tag, ensure_image, image_tag
+from repogym.repo import snapshot_commit
+from repogym.sandbox.client import docker_client
+from repogym.schema import Environment, Task
 
 SETUP_PY = """\
 from setuptools import Extension, setup

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
+from repogym.schema import Environment, Task
 from repogym.tasks.checking import Checker, CheckOptions
-from repogym.tasks.schema import Environment, Task
 from repogym.tasks.sources.common import SourceOptions, WorkRepo
 from repogym.tasks.sources.loop import collect
 from repogym.tasks.sources.replication import ReplicationOptions, ReplicationSource

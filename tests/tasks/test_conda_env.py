@@ -7,7 +7,7 @@ from __future__ import annotations
 import subprocess
 from pathlib import Path
 
-from repogym.tasks import installed
+from repogym.images import installed
 from repogym.tasks.sources import conda_env, specs
 
 ENVIRONMENT = """\

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from repogym.tasks.suite import load_suite
+from repogym.suite import load_suite
 from repogym.tasks.validate import validate_task
 
 BUILD = Path(__file__).resolve().parents[2] / "tasks" / "demo" / "langs" / "build.py"

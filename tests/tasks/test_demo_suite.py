@@ -17,9 +17,9 @@ from unidiff import PatchSet
 
 import repogym.tasks
 from repogym.errors import TaskError
-from repogym.tasks.repo import export_tree, snapshot, snapshot_commit
-from repogym.tasks.schema import Task
-from repogym.tasks.suite import load_suite
+from repogym.repo import export_tree, snapshot, snapshot_commit
+from repogym.schema import Task
+from repogym.suite import load_suite
 
 SUITE = Path(repogym.tasks.__file__).resolve().parent / "demo"
 ROWS: list[dict[str, Any]] = [

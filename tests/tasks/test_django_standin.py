@@ -11,9 +11,9 @@ from pathlib import Path
 import django_standin
 import pytest
 
+from repogym.schema import Task
 from repogym.scripts.cli import main
 from repogym.tasks.dataset_run import State
-from repogym.tasks.schema import Task
 
 
 @pytest.mark.docker

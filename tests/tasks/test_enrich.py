@@ -15,9 +15,9 @@ from gold_toy import CORE, ELSEWHERE, F2P, FIXED_CLEAN, GOLD, HIDDEN_TESTS, P2P,
 
 from repogym.envs.grading.grader import Grader, GraderConfig, GradingReport
 from repogym.envs.grading.rewards import dense
-from repogym.tasks.repo import snapshot_commit
-from repogym.tasks.schema import Environment, Task
-from repogym.tasks.suite import load_suite
+from repogym.repo import snapshot_commit
+from repogym.schema import Environment, Task
+from repogym.suite import load_suite
 
 pytestmark = pytest.mark.docker
 
@@ -98,7 +98,7 @@ def test_enrich_records_boundary_cases_and_leaves_untraceable_tasks_alone(
 
 @pytest.fixture(scope="module")
 def graded(enriched: dict[str, Any]) -> dict[str, GradingReport]:
-    from repogym.tasks.images import ensure_image
+    from repogym.images.repository import ensure_image
 
     task = enriched["task"]
     patches = {
@@ -147,9 +147,9 @@ def test_a_candidate_that_searches_for_the_gold_code_or_outcomes_finds_nothing(
 def test_the_grading_container_holds_no_outcome_and_no_gold_code(
         enriched: dict[str, Any]) -> None:
     from repogym.envs.grading.agreement import run_gold_cases
-    from repogym.envs.sandbox.base import SandboxConfig
-    from repogym.envs.sandbox.docker import DockerSandbox
-    from repogym.tasks.images import ensure_image
+    from repogym.images.repository import ensure_image
+    from repogym.sandbox.base import SandboxConfig
+    from repogym.sandbox.docker import DockerSandbox
 
     task = enriched["task"]
     image = ensure_image(task, progress=lambda _m: None).tag

@@ -11,10 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from repogym.envs.sandbox.client import docker_client
-from repogym.tasks.env_image import LABEL_PREINSTALL, ensure_env, env_tag, is_shared
-from repogym.tasks.images import ensure_image, image_tag
-from repogym.tasks.schema import Environment, Task
+from repogym.images.env_image import LABEL_PREINSTALL, ensure_env, env_tag, is_shared
+from repogym.images.repository import ensure_image, image_tag
+from repogym.sandbox.client import docker_client
+from repogym.schema import Environment, Task
 
 GIT = ["git", "-c", "user.name=a", "-c", "user.email=a@b"]
 MARKER = "ENV_COMMIT_ONLY_7f3c"  # code that only the environment commit holds

@@ -9,9 +9,9 @@ from typing import Any
 import pytest
 
 from repogym.envs.grading.report import GradingReport
+from repogym.schema import Task
 from repogym.tasks import flaky, validate
 from repogym.tasks.played import Played
-from repogym.tasks.schema import Task
 from repogym.tasks.validate import Validation
 
 F2P, P2P, WOBBLY, OTHER = "t.py::test_fix", "t.py::test_old", "t.py::test_wobbly", "t.py::x"

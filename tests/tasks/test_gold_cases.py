@@ -151,7 +151,7 @@ def traced(key: str, from_tests: int, tests: tuple[str, ...] = ()) -> Traced:
 
 
 def test_functions_a_failing_test_calls_come_first_then_the_patchs() -> None:
-    from repogym.tasks.schema import Task
+    from repogym.schema import Task
 
     task = Task(instance_id="t", repo="r", base_commit="c", problem_statement="p",
                 FAIL_TO_PASS=("tests/test_a.py::TestA::test_new[x-1]",))
@@ -242,7 +242,7 @@ def test_dense_reward_gold_one_empty_zero_partial_between() -> None:
 
 
 def test_tasks_add_records_gold_cases_for_the_tasks_it_keeps() -> None:
-    from repogym.tasks.schema import Task
+    from repogym.schema import Task
     from repogym.tasks.sources.enrich import WithGoldCases
 
     made = Task(instance_id="t", repo="r", base_commit="c", problem_statement="p",

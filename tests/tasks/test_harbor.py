@@ -8,14 +8,14 @@ from pathlib import Path
 
 import pytest
 
-from repogym.envs.sandbox.client import docker_client
 from repogym.errors import TaskError
-from repogym.tasks.harbor import export_task, import_task, task_folders
-from repogym.tasks.images import ensure_image
-from repogym.tasks.schema import Task
+from repogym.images.repository import ensure_image
+from repogym.sandbox.client import docker_client
+from repogym.schema import Task
+from repogym.suite import load_suite
+from repogym.tasks.harbor_format import export_task, import_task, task_folders
 from repogym.tasks.sources.common import SourceOptions
 from repogym.tasks.sources.harbor import HarborSource
-from repogym.tasks.suite import load_suite
 from repogym.tasks.validate import validate_task
 
 DEMO = {t.instance_id: t for t in load_suite("demo")}

@@ -11,13 +11,13 @@ from pathlib import Path
 
 import pytest
 
-from repogym.envs.sandbox.client import docker_client
+from repogym.images import lru as image_lru
+from repogym.images.lru import Candidate, parse_size, plan
+from repogym.images.repository import ensure_image, image_tag
+from repogym.repo import snapshot_commit
+from repogym.sandbox.client import docker_client
+from repogym.schema import Environment, Task
 from repogym.scripts.cli import main
-from repogym.tasks import image_lru
-from repogym.tasks.image_lru import Candidate, parse_size, plan
-from repogym.tasks.images import ensure_image, image_tag
-from repogym.tasks.repo import snapshot_commit
-from repogym.tasks.schema import Environment, Task
 
 BASE = ("FROM debian", "t0", 100)
 ENV = ("RUN env", "t1", 50)

@@ -16,10 +16,10 @@ from typing import Any
 import pytest
 
 from repogym.errors import SetupFailed, SetupIncomplete
-from repogym.tasks import installed
-from repogym.tasks.images import TOOLCHAIN, base_tag, ensure_image, image_tag
-from repogym.tasks.repo import snapshot_commit
-from repogym.tasks.schema import Environment, Task
+from repogym.images import installed
+from repogym.images.repository import TOOLCHAIN, base_tag, ensure_image, image_tag
+from repogym.repo import snapshot_commit
+from repogym.schema import Environment, Task
 
 # --- what setup asks for ----------------------------------------------------------------------
 
@@ -251,7 +251,7 @@ def test_the_checker_runs_on_its_own() -> None:
 
 
 def test_a_build_script_sets_only_the_labels_it_is_asked_for() -> None:
-    from repogym.tasks.build import script_labels
+    from repogym.images.build import script_labels
 
     log = ("REPOGYM-LABEL org.repogym.repo-commit=aaa\nsetup says REPOGYM-LABEL x=1\n"
            "REPOGYM-LABEL org.repogym.user=root\nREPOGYM-LABEL org.repogym.repo-commit=bbb\n")

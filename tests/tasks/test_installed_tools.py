@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from repogym.tasks.installed import imported_tools
+from repogym.images.installed import imported_tools
 
 
 def test_what_the_code_imports_is_needed_and_setup_py_does_not_count(tmp_path: Path) -> None:

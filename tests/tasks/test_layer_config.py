@@ -11,10 +11,10 @@ from collections.abc import Callable
 
 import pytest
 
-from repogym.envs.sandbox.client import docker_client
-from repogym.tasks.build import Layer, _configure, build_layer
-from repogym.tasks.images import LABEL_COMMIT, ensure_image
-from repogym.tasks.schema import Task
+from repogym.images.build import Layer, _configure, build_layer
+from repogym.images.repository import LABEL_COMMIT, ensure_image
+from repogym.sandbox.client import docker_client
+from repogym.schema import Task
 
 pytestmark = pytest.mark.docker
 

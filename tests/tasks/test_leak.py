@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from repogym.tasks.repo import snapshot_commit
-from repogym.tasks.schema import Task
+from repogym.repo import snapshot_commit
+from repogym.schema import Task
 from repogym.tasks.sources.leak import LeakConfig, copies_in_image, find_copies, gold_functions
 from repogym.tasks.sources.normast import functions, similarity
 
@@ -183,7 +183,7 @@ def test_an_image_holding_a_near_copy_rejects_the_candidate(tmp_path: Path) -> N
     """Copies outside the repository's own files count (an archive the setup wrote, a build
     folder's copy); the same code in a file the repository holds is context, not a leak
     (isodate's ``Duration.__ne__`` was rejected for its own ``__eq__``)."""
-    from repogym.tasks.schema import Environment
+    from repogym.schema import Environment
     from repogym.tasks.sources.deriver import default_deriver
 
     root = tmp_path / f"iters-{uuid.uuid4().hex[:6]}"
@@ -238,10 +238,10 @@ def test_a_script_the_install_copies_is_a_link_to_the_repositorys_file(tmp_path:
     it (two rejected as leaks). The copy is now a link to the repository's file."""
     import subprocess
 
-    from repogym.envs.sandbox.client import docker_client
+    from repogym.images.repository import ensure_image
+    from repogym.sandbox.client import docker_client
+    from repogym.schema import Environment
     from repogym.tasks.checking import Checker
-    from repogym.tasks.images import ensure_image
-    from repogym.tasks.schema import Environment
 
     root = tmp_path / f"tool-{uuid.uuid4().hex[:6]}"
     (root / "bin").mkdir(parents=True)

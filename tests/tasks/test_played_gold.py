@@ -10,10 +10,10 @@ import gymnasium as gym
 import pytest
 
 import repogym  # noqa: F401  (registers the environment)
-from repogym.tasks.images import ensure_image
+from repogym.images.repository import ensure_image
+from repogym.repo import snapshot_commit
+from repogym.schema import Environment, Task
 from repogym.tasks.played import gold_as_agent, played
-from repogym.tasks.repo import snapshot_commit
-from repogym.tasks.schema import Environment, Task
 from repogym.tasks.validate import validate_task
 
 pytestmark = pytest.mark.docker

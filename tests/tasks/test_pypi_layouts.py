@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from repogym.tasks.suite import load_suite
+from repogym.suite import load_suite
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from repogym.scripts.cli import main
-from repogym.tasks.suite import load_suite
+from repogym.suite import load_suite
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 

@@ -10,11 +10,11 @@ from pathlib import Path
 
 import pytest
 
+from repogym.schema import Task
 from repogym.scripts.cli import main
 from repogym.scripts.tasks_add import add_tasks_add_parser, run_tasks_add
-from repogym.tasks.schema import Task
+from repogym.suite import load_suite
 from repogym.tasks.sources import mutate
-from repogym.tasks.suite import load_suite
 
 
 def parse(*argv: str) -> argparse.Namespace:

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from repogym.errors import TaskError
-from repogym.tasks.schema import Task
+from repogym.schema import Task
 from repogym.tasks.sources import heartbeat
 from repogym.tasks.sources.common import (
     Candidate,
@@ -243,7 +243,7 @@ def test_interleave_is_round_robin() -> None:
 
 
 def test_the_pass_hook_setting_reads_and_hashes_as_before_when_on() -> None:
-    from repogym.tasks.schema import Environment
+    from repogym.schema import Environment
 
     on = Environment()
     assert "assertion_pass_hook" not in Task(

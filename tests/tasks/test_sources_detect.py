@@ -122,7 +122,7 @@ def test_what_the_tests_import_and_nothing_declares_is_installed_on_a_guess(
         tmp_path: Path) -> None:
     """mccabe 0.7.0: test_mccabe.py needs hypothesis and hypothesmith, declared nowhere in the
     sdist; without them the module did not import, and every candidate was rejected."""
-    from repogym.tasks.installed import pip_requests
+    from repogym.images.installed import pip_requests
 
     env = detect_environment(tree(tmp_path, {
         "setup.py": "from setuptools import setup\nsetup(name='mc', py_modules=['mc'])\n",

@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from repogym.errors import TaskError
-from repogym.tasks.repo import snapshot_commit
-from repogym.tasks.schema import Task
+from repogym.repo import snapshot_commit
+from repogym.schema import Task
 from repogym.tasks.sources.common import Rejected, SourceOptions
 from repogym.tasks.sources.detect import EnvOverrides
 from repogym.tasks.sources.git import (
@@ -125,7 +125,7 @@ def test_the_base_snapshot_does_not_hold_the_fix(history: tuple[Path, dict[str, 
     repo, shas = history
     source = GitSource(GitOptions(repo), SourceOptions(), log=lambda _m: None)
     task = next(t for t in source.candidates() if t.extra["commit"] == shas["fix"])
-    from repogym.tasks.repo import export_tree, snapshot
+    from repogym.repo import export_tree, snapshot
 
     tree = tmp_path / "base"
     export_tree(task.source or "", task.base_commit, tree)

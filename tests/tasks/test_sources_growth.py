@@ -13,11 +13,11 @@ from typing import Any
 import pytest
 
 from repogym.errors import TaskError
-from repogym.tasks.schema import Task
+from repogym.schema import Task
+from repogym.suite import load_suite
 from repogym.tasks.sources.common import Candidate, Rejected
 from repogym.tasks.sources.loop import collect
 from repogym.tasks.sources.outdir import PROGRESS, OutputError, SuiteFolder
-from repogym.tasks.suite import load_suite
 
 
 class SlowSource:

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from repogym.envs.sandbox.client import docker_client
-from repogym.tasks.images import USER
+from repogym.images.repository import USER
+from repogym.sandbox.client import docker_client
 
 CLAMP = """package clamp
 

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from repogym.tasks.sources.llm import LLMConfig, LLMError, complete, statement
+from repogym.tasks.sources.statement_model import LLMConfig, LLMError, complete, statement
 
 
 class Endpoint(BaseHTTPRequestHandler):

@@ -17,8 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from repogym.tasks.repo import export_tree
-from repogym.tasks.schema import Environment, Task
+from repogym.repo import export_tree
+from repogym.schema import Environment, Task
 from repogym.tasks.sources.common import SourceOptions, WorkRepo
 from repogym.tasks.sources.git import GitOptions, GitSource
 from repogym.tasks.sources.loop import collect

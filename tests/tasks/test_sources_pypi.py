@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from repogym.errors import TaskError
-from repogym.tasks.schema import Task
+from repogym.schema import Task
 from repogym.tasks.sources.common import SourceOptions
 from repogym.tasks.sources.pypi import (
     PypiOptions,

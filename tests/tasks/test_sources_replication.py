@@ -7,8 +7,8 @@ import subprocess
 import textwrap
 from pathlib import Path
 
-from repogym.tasks.repo import export_tree
-from repogym.tasks.schema import Environment
+from repogym.repo import export_tree
+from repogym.schema import Environment
 from repogym.tasks.sources.common import SourceOptions, WorkRepo
 from repogym.tasks.sources.replication import (
     ReplicationOptions,

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from repogym.errors import TaskError
-from repogym.tasks.schema import Task
+from repogym.schema import Task
 from repogym.tasks.sources import mirrors
 from repogym.tasks.sources.common import Rejected, SourceOptions
 from repogym.tasks.sources.datasets import load_rows

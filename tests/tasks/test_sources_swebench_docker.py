@@ -10,10 +10,10 @@ from typing import Any
 
 import pytest
 
-from repogym.envs.sandbox.client import docker_client
-from repogym.tasks import images
-from repogym.tasks.images import ensure_base, ensure_image
-from repogym.tasks.schema import Task
+from repogym.images import repository as images
+from repogym.images.repository import ensure_base, ensure_image
+from repogym.sandbox.client import docker_client
+from repogym.schema import Task
 from repogym.tasks.sources.common import SourceOptions
 from repogym.tasks.sources.swebench import SwebenchOptions, SwebenchSource
 from repogym.tasks.validate import validate_task

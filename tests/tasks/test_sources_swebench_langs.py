@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from multilingual_fixture import TEST, git, make_gson_like, write
 
-from repogym.tasks.schema import Task
+from repogym.schema import Task
 from repogym.tasks.sources import specs_langs
 from repogym.tasks.sources.common import Rejected, SourceOptions
 from repogym.tasks.sources.datasets import load_rows

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from multilingual_fixture import TEST, make_gson_like
 
-from repogym.tasks.schema import Task
+from repogym.schema import Task
 from repogym.tasks.sources.common import SourceOptions
 from repogym.tasks.sources.swebench import SwebenchOptions, SwebenchSource
 

@@ -11,8 +11,8 @@ from typing import Any
 
 import pytest
 
-from repogym.tasks.schema import Task
-from repogym.tasks.sources.llm import LLMConfig
+from repogym.schema import Task
+from repogym.tasks.sources.statement_model import LLMConfig
 from repogym.tasks.sources.statements import facts, facts_statement, hidden_lines, written
 
 TEST_PATCH = """\

@@ -12,10 +12,10 @@ import pytest
 import repogym  # noqa: F401 - registers the env
 from repogym.agents.evaluation.runner import EvalConfig, select_tasks
 from repogym.errors import TaskError
+from repogym.schema import Task
 from repogym.scripts.cli import build_parser
 from repogym.scripts.eval_cmd import config_from_args
-from repogym.tasks.schema import Task
-from repogym.tasks.suite import load_suite, select
+from repogym.suite import load_suite, select
 
 
 def test_the_demo_suite_holds_both_splits() -> None:

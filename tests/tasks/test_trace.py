@@ -293,8 +293,8 @@ def unified(path: str, before: str, after: str) -> str:
 
 @pytest.fixture(scope="module")
 def shapes_source(tmp_path_factory: pytest.TempPathFactory) -> Any:
-    from repogym.envs.sandbox.client import docker_available
-    from repogym.tasks.schema import Environment
+    from repogym.sandbox.client import docker_available
+    from repogym.schema import Environment
     from repogym.tasks.sources.common import SourceOptions, WorkRepo
     from repogym.tasks.sources.replication import ReplicationOptions, ReplicationSource
 
@@ -328,7 +328,7 @@ def shapes_source(tmp_path_factory: pytest.TempPathFactory) -> Any:
 @pytest.mark.slow
 def test_module_task_gives_per_function_partial_credit(shapes_source: Any) -> None:
     from repogym.envs.grading.grader import Grader, GraderConfig
-    from repogym.tasks.images import ensure_image
+    from repogym.images.repository import ensure_image
     from repogym.tasks.sources.replication import Target, remove_body
 
     source = shapes_source("module")

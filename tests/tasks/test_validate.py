@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from repogym.tasks.schema import Environment, Task
+from repogym.schema import Environment, Task
 from repogym.tasks.validate import derive_lists, validate_task
 
 pytestmark = pytest.mark.docker

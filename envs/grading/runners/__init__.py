@@ -3,13 +3,13 @@ when a task names none, by its language."""
 
 from __future__ import annotations
 
-from repogym.tasks.schema import Environment
+from repogym.schema import Environment
 
-from .base import Canary, TestRunner
 from .cargo import CargoTest
 from .gotest import GoTest
 from .js import Jest, Mocha, Vitest
 from .junit import JUnit
+from .language import Canary, TestRunner
 
 RUNNERS: dict[str, type[TestRunner]] = {
     "jest": Jest, "mocha": Mocha, "vitest": Vitest, "gotest": GoTest, "cargo": CargoTest,

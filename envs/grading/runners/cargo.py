@@ -10,9 +10,9 @@ from __future__ import annotations
 import posixpath
 import random
 
-from repogym.tasks.schema import Environment
+from repogym.schema import Environment
 
-from .base import OUT, Canary, Results, invocation, merge, plain_exit, put, words
+from .language import OUT, Canary, Results, invocation, merge, plain_exit, put, words
 
 LOGFILE = {"ok": "PASSED", "failed": "FAILED", "ignored": "SKIPPED"}
 

@@ -11,9 +11,9 @@ import random
 import re
 import shlex
 
-from repogym.tasks.schema import Environment
+from repogym.schema import Environment
 
-from .base import OUT, Canary, Results, camel, invocation, merge, plain_exit, put, words
+from .language import OUT, Canary, Results, camel, invocation, merge, plain_exit, put, words
 
 ACTIONS = {"pass": "PASSED", "fail": "FAILED", "skip": "SKIPPED"}
 _PACKAGE = re.compile(r"^package\s+(\w+)", re.M)

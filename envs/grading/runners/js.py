@@ -15,9 +15,9 @@ import re
 import shlex
 from typing import Any
 
-from repogym.tasks.schema import Environment
+from repogym.schema import Environment
 
-from .base import OUT, Canary, Results, camel, invocation, merge, plain_exit, put, words
+from .language import OUT, Canary, Results, camel, invocation, merge, plain_exit, put, words
 
 SEP = " > "
 # Node's report of an exception thrown while a test file loads: the error line, then its stack

@@ -18,10 +18,10 @@ import re
 import shlex
 import xml.etree.ElementTree as ET
 
-from repogym.tasks.runner_files import JUNIT_PLATFORM
-from repogym.tasks.schema import Environment
+from repogym.images.runner_files import JUNIT_PLATFORM
+from repogym.schema import Environment
 
-from .base import OUT, Canary, Results, camel, merge, plain_exit, put, words
+from .language import OUT, Canary, Results, camel, merge, plain_exit, put, words
 
 TEST_ROOT = "src/test/java/"
 _NAME = re.compile(r"[(\[].*$")

@@ -20,8 +20,8 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-from repogym.tasks.repo import snapshot_commit
-from repogym.tasks.schema import Task
+from repogym.repo import snapshot_commit
+from repogym.schema import Task
 
 SUITE = Path(__file__).resolve().parent
 CREATED_AT = "2024-06-01T00:00:00Z"

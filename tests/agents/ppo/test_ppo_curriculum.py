@@ -18,7 +18,7 @@ from repogym.agents.ppo.curriculum import curriculum_metrics
 from repogym.agents.ppo.rollout import EpisodeJob, Trajectory
 from repogym.envs.curriculum import EpisodeResult, StatsStore
 from repogym.scripts.cli import main
-from repogym.tasks.suite import load_suite
+from repogym.suite import load_suite
 
 ONLY = "demo__minicalc-2"
 FLAGS = ["--suite", "demo", "--model", "tiny", "--device", "cpu", "--updates", "1",

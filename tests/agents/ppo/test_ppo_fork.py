@@ -10,10 +10,10 @@ import pytest
 
 from repogym.agents.ppo import TrainConfig, train
 from repogym.agents.ppo.chat import ChatFormat
-from repogym.agents.ppo.fork import collect_forked
 from repogym.agents.ppo.generation import HFGenerator
 from repogym.agents.ppo.policy import tiny_model
 from repogym.agents.ppo.rollout import EpisodeJob, Limits
+from repogym.agents.ppo.shared_prefix import collect_forked
 from repogym.agents.ppo.toy_env import TOY_ID, ToyTextEnv
 
 

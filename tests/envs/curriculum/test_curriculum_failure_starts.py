@@ -11,7 +11,7 @@ import gymnasium as gym
 import pytest
 
 import repogym  # noqa: F401 - registers the env
-from repogym.tasks.schema import Task
+from repogym.schema import Task
 
 SETUP = ("mkdir -p work/deep && cd work && export FOO=bar && echo one > made.txt && "
          "echo note > /tmp/note.txt")

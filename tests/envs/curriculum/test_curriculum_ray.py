@@ -14,7 +14,7 @@ import pytest
 
 from repogym.envs.curriculum import EpisodeResult, StatsStore
 from repogym.envs.curriculum.stats import store_for
-from repogym.tasks.suite import load_suite
+from repogym.suite import load_suite
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 ONLY = "demo__stockroom-3"

@@ -21,9 +21,9 @@ from repogym.envs.curriculum import (
     parse,
 )
 from repogym.envs.curriculum.draws import draw
-from repogym.envs.curriculum.features import features, order
-from repogym.tasks.schema import Task
-from repogym.tasks.suite import load_suite, pick
+from repogym.envs.curriculum.hardness import features, order
+from repogym.schema import Task
+from repogym.suite import load_suite, pick
 
 
 def task(n: int, patch: str = "", f2p: int = 1) -> Task:

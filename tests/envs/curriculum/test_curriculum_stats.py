@@ -16,7 +16,7 @@ import pytest
 import repogym  # noqa: F401 - registers the env
 from repogym.envs.curriculum import EpisodeResult, StatsStore
 from repogym.envs.curriculum.stats import store_for
-from repogym.tasks.suite import load_suite
+from repogym.suite import load_suite
 
 SUBMIT = '{"tool": "submit"}'
 TRAIN = [t.instance_id for t in load_suite("demo", "train")]

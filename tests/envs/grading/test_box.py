@@ -6,10 +6,10 @@ import pytest
 
 from repogym.envs.grading.box import GradingBox
 from repogym.envs.grading.grader import Grader, GraderConfig
-from repogym.envs.sandbox.base import SandboxConfig, SandboxLost
-from repogym.envs.sandbox.client import docker_client
-from repogym.envs.sandbox.pool import SandboxPool
 from repogym.errors import GradingError
+from repogym.sandbox.base import SandboxConfig, SandboxLost
+from repogym.sandbox.client import docker_client
+from repogym.sandbox.pool import SandboxPool
 
 pytestmark = pytest.mark.docker
 

@@ -9,8 +9,8 @@ from collections.abc import Iterator
 import pytest
 
 from repogym.envs.grading.grader import Grader, GraderConfig
-from repogym.envs.sandbox.pool import SandboxPool
-from repogym.tasks.schema import Task
+from repogym.sandbox.pool import SandboxPool
+from repogym.schema import Task
 
 pytestmark = pytest.mark.docker
 

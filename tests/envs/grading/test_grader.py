@@ -6,7 +6,7 @@ import pytest
 
 from repogym.envs.grading import stage
 from repogym.envs.grading.grader import Grader, GraderConfig
-from repogym.tasks.schema import Task
+from repogym.schema import Task
 
 pytestmark = pytest.mark.docker
 

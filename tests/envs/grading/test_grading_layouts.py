@@ -20,9 +20,9 @@ from pathlib import Path
 import pytest
 
 from repogym.envs.grading.grader import Grader, GraderConfig
-from repogym.tasks.images import ensure_image
-from repogym.tasks.repo import snapshot_commit
-from repogym.tasks.schema import Environment, Task
+from repogym.images.repository import ensure_image
+from repogym.repo import snapshot_commit
+from repogym.schema import Environment, Task
 from repogym.tasks.validate import derive_lists
 
 pytestmark = pytest.mark.docker

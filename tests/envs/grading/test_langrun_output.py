@@ -8,8 +8,8 @@ import re
 import pytest
 
 from repogym.envs.grading.langrun import run_argv
-from repogym.envs.sandbox.base import SandboxConfig
-from repogym.envs.sandbox.docker import DockerSandbox
+from repogym.sandbox.base import SandboxConfig
+from repogym.sandbox.docker import DockerSandbox
 
 pytestmark = pytest.mark.docker
 

@@ -16,7 +16,7 @@ from repogym.envs.grading.results import (
     worst,
 )
 from repogym.envs.grading.testcmd import pytest_args, reads_pytest_output, runs_pytest
-from repogym.tasks.schema import Environment
+from repogym.schema import Environment
 
 JUNIT = """<?xml version="1.0"?><testsuites><testsuite>
 <testcase classname="tests.test_a" file="tests/test_a.py" name="test_ok"/>

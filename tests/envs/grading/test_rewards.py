@@ -21,8 +21,8 @@ from repogym.envs.grading.rewards import (
     similarity,
     task_similarity,
 )
-from repogym.tasks.repo import read_at
-from repogym.tasks.schema import Task
+from repogym.repo import read_at
+from repogym.schema import Task
 
 REFERENCE = '''def clamp(x, lo, hi):
     """Limits x to [lo, hi]."""

@@ -11,9 +11,9 @@ import pytest
 from toy_repo import TOY_PATCH, TOY_TEST_PATCH, write_toy_repo
 
 from repogym.envs.grading.grader import Grader, GraderConfig
-from repogym.tasks.images import ensure_image
-from repogym.tasks.repo import snapshot_commit
-from repogym.tasks.schema import Task
+from repogym.images.repository import ensure_image
+from repogym.repo import snapshot_commit
+from repogym.schema import Task
 
 # what Hypothesis does when a conftest registers a profile: its storage directory, from the
 # environment or the working folder

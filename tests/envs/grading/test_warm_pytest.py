@@ -9,10 +9,10 @@ import pytest
 
 from repogym.envs.grading.grader import TEST_ENV, Grader, GraderConfig
 from repogym.envs.grading.warm_pytest import WarmPytest, pytest_argv
-from repogym.envs.sandbox.base import SandboxConfig
-from repogym.envs.sandbox.docker import DockerSandbox
-from repogym.envs.sandbox.pool import SandboxPool
-from repogym.tasks.schema import Environment, Task
+from repogym.sandbox.base import SandboxConfig
+from repogym.sandbox.docker import DockerSandbox
+from repogym.sandbox.pool import SandboxPool
+from repogym.schema import Environment, Task
 
 SPIN = (
     "diff --git a/calc/spin.py b/calc/spin.py\nnew file mode 100644\n--- /dev/null\n"

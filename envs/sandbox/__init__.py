@@ -1,5 +1,0 @@
-"""The only code that talks to containers."""
-
-from repogym.envs.sandbox.base import ExecResult, Sandbox, SandboxConfig, SandboxLost
-
-__all__ = ["ExecResult", "Sandbox", "SandboxConfig", "SandboxLost"]

@@ -1,0 +1,1 @@
+"""Images: the root file systems, toolchains and task images that sandboxes start from."""
