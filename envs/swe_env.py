@@ -25,7 +25,7 @@ from repogym.envs.record import EpisodeRecorder, versions
 from repogym.envs.spaces import AnyText
 from repogym.envs.tools import TOOL_SCHEMAS, Toolbox
 from repogym.errors import ActionError, SandboxError
-from repogym.images.repository import BuiltImage
+from repogym.images.recipe import BuiltImage
 from repogym.sandbox.base import Sandbox
 from repogym.schema import Task
 from repogym.suite import ALL, load_suite_splits, pick, select

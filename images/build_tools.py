@@ -15,18 +15,17 @@ import time
 from repogym import settings
 from repogym.errors import ImageBuildError
 from repogym.images.build import BUILD_DIR, Layer, build_layer
-from repogym.images.repository import (
+from repogym.images.python_base import base_tag, ensure_base
+from repogym.images.recipe import (
     LABEL_USER,
     PREAMBLE,
     USER,
     WORKDIR,
     BuiltImage,
-    _build_files,
-    _digest,
-    _has_image,
-    _tail,
-    base_tag,
-    ensure_base,
+    build_files,
+    digest,
+    has_image,
+    log_tail,
 )
 from repogym.progress import Progress
 from repogym.sandbox.client import docker_client
@@ -51,7 +50,7 @@ rm -rf {BUILD_DIR}
 
 
 def build_tools_tag(python: str) -> str:
-    recipe = _digest(BUILD_TOOLS_RECIPE, base_tag(python), SCRIPT)
+    recipe = digest(BUILD_TOOLS_RECIPE, base_tag(python), SCRIPT)
     return f"repogym/base:py{python}-build-{recipe}"
 
 
@@ -59,15 +58,15 @@ def ensure_build_tools(python: str, progress: Progress = print) -> BuiltImage:
     """The base of ``python`` with the C toolchain, built unless it exists."""
     client = docker_client()
     tag = build_tools_tag(python)
-    if _has_image(client, tag) or copy_image(tag, client):
+    if has_image(client, tag) or copy_image(tag, client):
         return BuiltImage(tag, "", True, 0.0)
     start = time.monotonic()
     base = ensure_base(python, progress).tag
     progress(f"building {tag} from {base} (Debian's {', '.join(PACKAGES)})")
-    run = build_layer(Layer(image=base, tag=tag, script=SCRIPT, files=_build_files(),
+    run = build_layer(Layer(image=base, tag=tag, script=SCRIPT, files=build_files(),
                             labels={LABEL_USER: USER}, workdir=WORKDIR,
                             timeout=settings.BUILD_TIMEOUT.number()), progress)
     if run.exit_code != 0:
         raise ImageBuildError(f"building {tag} failed (exit {run.exit_code}); its output "
-                              f"ends:\n{_tail(run.log)}")
+                              f"ends:\n{log_tail(run.log)}")
     return BuiltImage(tag, "", False, time.monotonic() - start)

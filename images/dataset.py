@@ -25,7 +25,16 @@ from typing import Any
 import docker.errors
 
 from repogym.errors import ImageBuildError
-from repogym.images import repository as images
+from repogym.images.recipe import (
+    LABEL_COMMIT,
+    LABEL_USER,
+    PRISTINE,
+    USER,
+    WORKDIR,
+    BuiltImage,
+    build_dockerfile,
+    digest,
+)
 from repogym.progress import Progress
 from repogym.repo import SNAPSHOT_ENV
 from repogym.sandbox.client import docker_client
@@ -59,11 +68,10 @@ def available(name: str, pull: bool = False) -> bool:
 
 def layered_tag(image_id: str, task: Task) -> str:
     slug = "".join(c if c.isalnum() else "-" for c in task.repo.lower()).strip("-")[:60]
-    digest = images._digest(LAYER_RECIPE, image_id, task.base_commit)
-    return f"repogym/layer:{slug or 'repo'}-{digest}"
+    return f"repogym/layer:{slug or 'repo'}-{digest(LAYER_RECIPE, image_id, task.base_commit)}"
 
 
-def ensure_layered(task: Task, progress: Progress = print) -> images.BuiltImage | None:
+def ensure_layered(task: Task, progress: Progress = print) -> BuiltImage | None:
     """The layered image of ``task``, or None when its ``environment.image`` does not hold the
     repository at the base commit (the image is then a plain starting point)."""
     name = task.environment.image
@@ -77,7 +85,7 @@ def ensure_layered(task: Task, progress: Progress = print) -> images.BuiltImage 
     tag = layered_tag(base.id, task)
     try:
         built = client.images.get(tag)
-        return images.BuiltImage(tag, built.labels.get(images.LABEL_COMMIT, ""), True, 0.0)
+        return BuiltImage(tag, built.labels.get(LABEL_COMMIT, ""), True, 0.0)
     except docker.errors.ImageNotFound:
         pass
     probe = probe_image(client, name, task.base_commit)
@@ -86,25 +94,25 @@ def ensure_layered(task: Task, progress: Progress = print) -> images.BuiltImage 
     start = time.monotonic()
     progress(f"building {tag} on {name} ({task.repo} at {task.base_commit[:12]})")
     stage = f"{tag}-unlabelled"
-    images._build(client, stage, layer_dockerfile(name, probe), {}, progress)
+    build_dockerfile(client, stage, layer_dockerfile(name, probe), {}, progress)
     try:  # the snapshot's commit id depends on the image's files: read it, then label it
-        out = client.containers.run(stage, ["git", "-C", images.WORKDIR, "rev-parse", "HEAD"],
+        out = client.containers.run(stage, ["git", "-C", WORKDIR, "rev-parse", "HEAD"],
                                     remove=True, network_mode="none", entrypoint=[])
         commit = out.decode().strip()
-        labels = (f'{images.LABEL_COMMIT}="{commit}" {images.LABEL_USER}="{images.USER}" '
+        labels = (f'{LABEL_COMMIT}="{commit}" {LABEL_USER}="{USER}" '
                   f'org.repogym.layer-of="{name}"')
-        images._build(client, tag, f"FROM {stage}\nLABEL {labels}\n", {}, progress)
+        build_dockerfile(client, tag, f"FROM {stage}\nLABEL {labels}\n", {}, progress)
     except docker.errors.DockerException as exc:
         raise ImageBuildError(f"labelling {tag} failed: {exc}") from exc
     finally:
         client.images.remove(stage, noprune=True)
-    return images.BuiltImage(tag, commit, False, time.monotonic() - start)
+    return BuiltImage(tag, commit, False, time.monotonic() - start)
 
 
 def probe_image(client: Any, image: str, commit: str) -> dict[str, Any]:
     """Whether ``image`` holds ``commit`` at /testbed (as head or one of its ancestors), and
     which conda environment it activates."""
-    script = (f"cd {images.WORKDIR} 2>/dev/null && git -c safe.directory='*' merge-base "
+    script = (f"cd {WORKDIR} 2>/dev/null && git -c safe.directory='*' merge-base "
               f"--is-ancestor {shlex.quote(commit)} HEAD && echo HOLDS; "
               + "".join(f"test -x {env}/bin/python && echo ENV={env}; " for env in CONDA_ENVS)
               + "true")
@@ -119,7 +127,7 @@ def probe_image(client: Any, image: str, commit: str) -> dict[str, Any]:
 
 
 def layer_dockerfile(image: str, probe: dict[str, Any]) -> str:
-    user, workdir, pristine = images.USER, images.WORKDIR, images.PRISTINE
+    user, workdir, pristine = USER, WORKDIR, PRISTINE
     ident = " ".join(f"{k}={shlex.quote(v)}" for k, v in SNAPSHOT_ENV.items()
                      if k.startswith("GIT_") and "CONFIG" not in k)
     path = f"{probe['env']}/bin:{SEARCH_PATH}" if probe["env"] else None

@@ -39,8 +39,20 @@ from repogym import settings
 from repogym.errors import ImageBuildError
 from repogym.images import installed
 from repogym.images import lru as image_lru
-from repogym.images import repository as images
 from repogym.images.build import BUILD_DIR, Layer, build_layer
+from repogym.images.recipe import (
+    LABEL_USER,
+    PREAMBLE,
+    USER,
+    WORKDIR,
+    BuiltImage,
+    build_files,
+    digest,
+    has_image,
+    raise_for_build,
+    tar_folder,
+)
+from repogym.images.start_image import ensure_start, start_tag
 from repogym.progress import Progress
 from repogym.repo import export_tree
 from repogym.sandbox.client import docker_client
@@ -64,7 +76,7 @@ def env_spec(task: Task) -> dict[str, Any]:
         "recipe": ENV_RECIPE,
         "repo": task.repo,
         "python": env.python,
-        "base": images._base_name(env),
+        "base": start_tag(env),
         "env_setup": list(env.env_setup),
         "env_commit": env.env_commit,
         "setup": list(env.setup) if env.env_commit else None,
@@ -73,7 +85,7 @@ def env_spec(task: Task) -> dict[str, Any]:
 
 def env_tag(task: Task) -> str:
     slug = "".join(c if c.isalnum() else "-" for c in task.repo.lower()).strip("-")[:60]
-    return f"repogym/env:{slug or 'repo'}-{images._digest(env_spec(task))}"
+    return f"repogym/env:{slug or 'repo'}-{digest(env_spec(task))}"
 
 
 @contextlib.contextmanager
@@ -89,17 +101,17 @@ def tag_lock(tag: str) -> Iterator[None]:
             fcntl.flock(handle, fcntl.LOCK_UN)
 
 
-def ensure_env(task: Task, progress: Progress = print) -> images.BuiltImage:
+def ensure_env(task: Task, progress: Progress = print) -> BuiltImage:
     """The task's environment image, built unless an identical one exists."""
     client = docker_client()
     tag = env_tag(task)
     image_lru.record_use(tag)
     with tag_lock(tag):
-        if images._has_image(client, tag) or copy_image(tag, client):
-            return images.BuiltImage(tag, "", True, 0.0)
+        if has_image(client, tag) or copy_image(tag, client):
+            return BuiltImage(tag, "", True, 0.0)
         start = time.monotonic()
         env = task.environment
-        root = images._root_for(env, progress)
+        root = ensure_start(env, progress)
         archives: tuple[tuple[str, bytes], ...] = ()
         with tempfile.TemporaryDirectory(prefix="repogym-env-") as tmp:
             if env.env_commit:
@@ -109,21 +121,21 @@ def ensure_env(task: Task, progress: Progress = print) -> images.BuiltImage:
                         f"`source` to take it from, and {tag} does not exist: add the source.")
                 tree = Path(tmp) / "testbed"
                 export_tree(task.source, env.env_commit, tree)
-                archives = (("/", images._tar_folder(tree, images.WORKDIR.lstrip("/"))),)
-            wanted = installed.pip_requests(env.env_setup, images.WORKDIR)
-            files = {**images._build_files(),
+                archives = (("/", tar_folder(tree, WORKDIR.lstrip("/"))),)
+            wanted = installed.pip_requests(env.env_setup, WORKDIR)
+            files = {**build_files(),
                      f"{BUILD_DIR}/wanted.json": json.dumps(wanted).encode(),
                      f"{BUILD_DIR}/installed.py": Path(installed.__file__).read_bytes()}
             progress(f"building {tag} ({task.repo} environment"
                      + (f" at {env.env_commit[:12]})" if env.env_commit else ")"))
             run = build_layer(Layer(
                 image=root, tag=tag, script=env_script(env), files=files, archives=archives,
-                labels={LABEL_ENV: images._digest(env_spec(task)), images.LABEL_USER: images.USER},
-                workdir=images.WORKDIR, timeout=settings.BUILD_TIMEOUT.number(),
+                labels={LABEL_ENV: digest(env_spec(task)), LABEL_USER: USER},
+                workdir=WORKDIR, timeout=settings.BUILD_TIMEOUT.number(),
                 script_labels=(LABEL_PREINSTALL,)), progress)
         if run.exit_code != 0:
-            images._raise_for(tag, run.exit_code, run.log)
-        return images.BuiltImage(tag, "", False, time.monotonic() - start)
+            raise_for_build(tag, run.exit_code, run.log)
+        return BuiltImage(tag, "", False, time.monotonic() - start)
 
 
 def env_script(env: Environment) -> str:
@@ -139,13 +151,13 @@ set -e
 if [ "$pre" = 0 ]; then echo "REPOGYM-LABEL {LABEL_PREINSTALL}=ok"
 else echo "REPOGYM-LABEL {LABEL_PREINSTALL}=failed (exit $pre)"; fi
 phase forget
-"$PY" {BUILD_DIR}/installed.py forget {images.WORKDIR}
-cd / && rm -rf {images.WORKDIR} && mkdir -p {images.WORKDIR}
+"$PY" {BUILD_DIR}/installed.py forget {WORKDIR}
+cd / && rm -rf {WORKDIR} && mkdir -p {WORKDIR}
 """ if env.env_commit else f'echo "REPOGYM-LABEL {LABEL_PREINSTALL}=none"\n'
-    return images.PREAMBLE + f"""
+    return PREAMBLE + f"""
 phase user
-id -u {images.USER} >/dev/null 2>&1 || useradd -m -u 1000 {images.USER}
-mkdir -p {images.WORKDIR} && cd {images.WORKDIR}
+id -u {USER} >/dev/null 2>&1 || useradd -m -u 1000 {USER}
+mkdir -p {WORKDIR} && cd {WORKDIR}
 phase setup
 set +e  # the commands run as written: a failure inside one is theirs to stop on or not
 ( {shared} )
@@ -155,8 +167,8 @@ set -e
 phase check
 PY=$(command -v python || command -v python3)
 "$PY" {BUILD_DIR}/installed.py check {BUILD_DIR}/wanted.json
-cd {images.WORKDIR}
+cd {WORKDIR}
 {pre}phase finish
-chown {images.USER}:{images.USER} {images.WORKDIR}
+chown {USER}:{USER} {WORKDIR}
 rm -rf /tmp/repogym-* {BUILD_DIR}
 """

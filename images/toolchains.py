@@ -1,9 +1,9 @@
 """Base images for languages other than Python, built the same offline way.
 
-Each toolchain image starts from the Python base (``images.ensure_base``: Debian bookworm from
-debootstrap, git, Python, the unprivileged user; the harness's scripts need its Python) and
-adds Debian's packages for the toolchain. Nothing is downloaded while an episode runs: a
-repository's dependencies are fetched by its ``setup`` commands when its image is built.
+Each toolchain image starts from the Python base (:func:`.python_base.ensure_base`: Debian
+bookworm from debootstrap, git, Python, the unprivileged user; the harness's scripts need its
+Python) and adds Debian's packages for the toolchain. Nothing is downloaded while an episode
+runs: a repository's dependencies are fetched by its ``setup`` commands when its image is built.
 
 - javascript, typescript: ``nodejs``, and npm itself from the npm registry (one pinned tarball
   with its dependencies bundled, checked against its published sha512: Debian's ``npm`` is
@@ -31,20 +31,17 @@ from repogym import settings
 from repogym.errors import ImageBuildError
 from repogym.images import runner_files
 from repogym.images.build import BUILD_DIR, Layer, build_layer
-from repogym.images.repository import (
-    BASE_ENV,
+from repogym.images.python_base import BASE_ENV, RECIPE_VERSION, base_tag, ensure_base
+from repogym.images.recipe import (
     LABEL_USER,
     PREAMBLE,
-    RECIPE_VERSION,
     USER,
     WORKDIR,
     BuiltImage,
-    _build_files,
-    _digest,
-    _has_image,
-    _tail,
-    base_tag,
-    ensure_base,
+    build_files,
+    digest,
+    has_image,
+    log_tail,
 )
 from repogym.progress import Progress
 from repogym.sandbox.client import docker_client
@@ -140,7 +137,7 @@ def toolchain(language: str) -> Toolchain:
 def toolchain_tag(language: str) -> str:
     """Names what the image is: its base, script and the harness's files (never the CA)."""
     chain = toolchain(language)
-    recipe = _digest(RECIPE_VERSION, TOOLCHAIN_RECIPE, base_tag(BASE_PYTHON), script(chain),
+    recipe = digest(RECIPE_VERSION, TOOLCHAIN_RECIPE, base_tag(BASE_PYTHON), script(chain),
                      chain.env, runner_files.digest())
     return f"repogym/toolchain:{chain.name}-{recipe}"
 
@@ -149,13 +146,13 @@ def ensure_toolchain(language: str, progress: Progress = print) -> BuiltImage:
     """The toolchain's base image for ``language``, built unless it exists."""
     client = docker_client()
     tag = toolchain_tag(language)
-    if _has_image(client, tag):
+    if has_image(client, tag):
         return BuiltImage(tag, "", True, 0.0)
     start = time.monotonic()
     chain = toolchain(language)
     base = ensure_base(BASE_PYTHON, progress).tag
     progress(f"building {tag} from {base} (Debian's {', '.join(chain.packages)})")
-    files = {**_build_files(), **{f"/opt/{name}": data
+    files = {**build_files(), **{f"/opt/{name}": data
                                   for name, data in runner_files.context().items()}}
     run = build_layer(Layer(image=base, tag=tag, script=script(chain), files=files,
                             labels={LABEL_USER: USER}, workdir=WORKDIR,
@@ -163,7 +160,7 @@ def ensure_toolchain(language: str, progress: Progress = print) -> BuiltImage:
                             env=tuple(f"{k}={v}" for k, v in chain.env)), progress)
     if run.exit_code != 0:
         raise ImageBuildError(f"building {tag} failed (exit {run.exit_code}); its output "
-                              f"ends:\n{_tail(run.log)}")
+                              f"ends:\n{log_tail(run.log)}")
     return BuiltImage(tag, "", False, time.monotonic() - start)
 
 

@@ -15,9 +15,12 @@ from pathlib import Path
 from typing import Any
 
 from repogym.images import lru as image_lru
+from repogym.images.dataset import layered_tag
 from repogym.images.env_image import env_tag, is_shared
 from repogym.images.lru import Candidate, Layer
-from repogym.images.repository import LABEL_COMMIT, LABEL_SPEC, image_tag
+from repogym.images.recipe import LABEL_COMMIT, LABEL_SPEC
+from repogym.images.repository import image_tag
+from repogym.sandbox.client import docker_client
 from repogym.sandbox.features import engine_features
 from repogym.suite import BUILTIN, load_suite
 
@@ -88,20 +91,16 @@ def disk_use(client: Any, images: Iterable[Image]) -> int:
 def needed_tags(suites: Iterable[str | Path]) -> set[str]:
     """The task images the tasks of ``suites`` use (built or not). The CA bundle is no part
     of a tag, so one tag per task covers builds with and without ``REPOGYM_CA_BUNDLE``."""
-    from repogym.images.dataset import layered_tag
-
     tags = set()
     for suite in suites:
         for task in load_suite(suite):
             tags.add(image_tag(task))
             if task.environment.image:  # a dataset's image: the layer made on it
-                tags.update(_layered(task, layered_tag))
+                tags.update(_layered(task))
     return tags
 
 
-def _layered(task: Any, layered_tag: Any) -> set[str]:
-    from repogym.sandbox.client import docker_client
-
+def _layered(task: Any) -> set[str]:
     try:
         base = docker_client().images.get(task.environment.image)
     except Exception:  # noqa: BLE001 - not pulled: no layered image can exist either

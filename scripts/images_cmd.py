@@ -8,7 +8,9 @@ import argparse
 import time
 
 from repogym.images.lru import parse_size
-from repogym.images.repository import ensure_base, ensure_image, image_info, image_tag, measure_base
+from repogym.images.python_base import ensure_base, measure_base
+from repogym.images.recipe import image_info
+from repogym.images.repository import ensure_image, image_tag
 from repogym.images.usage import prune_to
 from repogym.sandbox.client import docker_client
 from repogym.sandbox.trees import export_tree, store

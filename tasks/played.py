@@ -19,7 +19,8 @@ from dataclasses import dataclass
 from repogym.envs.grading.grader import Grader, GraderConfig
 from repogym.envs.grading.stage import patch_paths
 from repogym.errors import RepogymError
-from repogym.images.repository import BuiltImage, ensure_image
+from repogym.images.recipe import BuiltImage
+from repogym.images.repository import ensure_image
 from repogym.sandbox.base import SandboxConfig
 from repogym.sandbox.docker import DockerSandbox
 from repogym.schema import Task

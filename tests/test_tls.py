@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from repogym.errors import ImageBuildError, SetupFailed, TaskError
-from repogym.images import repository as images
+from repogym.images import recipe
 from repogym.tasks.sources.common import reason_kind
 from repogym.tasks.sources.mirrors import Mirrors
 from repogym.tasks.validate import error_reason
@@ -66,13 +66,13 @@ def test_a_pip_install_that_cannot_verify_the_index_names_the_setting(
     whole = untrusted_certificate(log)
     assert whole is not None and whole.startswith(CUT) and whole.endswith(")"), whole
     with pytest.raises(SetupFailed) as err:
-        images._raise_for("repogym/repo:x-1", 1, log)
+        recipe.raise_for_build("repogym/repo:x-1", 1, log)
     assert whole in str(err.value) and "REPOGYM_CA_BUNDLE" in str(err.value)
     reason = error_reason(err.value)  # what `tasks add` prints and counts
     assert whole in reason and "REPOGYM_CA_BUNDLE=" in reason, reason
     assert reason_kind(reason).startswith("untrusted certificate")
     with pytest.raises(ImageBuildError, match="REPOGYM_CA_BUNDLE"):
-        images._raise_for("repogym/repo:x-1", 1, "REPOGYM-PHASE user\n" + log[20:])
+        recipe.raise_for_build("repogym/repo:x-1", 1, "REPOGYM-PHASE user\n" + log[20:])
 
 
 def test_a_clone_that_cannot_verify_the_host_names_the_setting_and_honours_it(

@@ -28,7 +28,8 @@ from pathlib import Path
 from typing import Any
 
 from repogym.envs.grading.official import run_official
-from repogym.images.repository import ensure_image, image_info
+from repogym.images.recipe import image_info
+from repogym.images.repository import ensure_image
 from repogym.schema import Task
 from repogym.tasks.sources.common import Rejected, SourceOptions
 from repogym.tasks.sources.swebench import SwebenchOptions, SwebenchSource

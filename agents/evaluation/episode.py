@@ -33,7 +33,8 @@ from repogym.agents.agent import close_agent
 from repogym.agents.evaluation.rows import ErrorKind, ResultRow
 from repogym.agents.registry import make_agent
 from repogym.errors import ActionError, RepogymError, TaskError
-from repogym.images.repository import BuiltImage, ensure_image, image_info, image_tag
+from repogym.images.recipe import BuiltImage, image_info
+from repogym.images.repository import ensure_image, image_tag
 from repogym.schema import Task
 
 if TYPE_CHECKING:

@@ -16,7 +16,8 @@ from typing import Any
 from repogym.envs.backends.seams import Backend, BackendSettings
 from repogym.envs.grading.box import GradingBox
 from repogym.envs.grading.grader import Grader, GradingReport
-from repogym.images.repository import LABEL_COMMIT, BuiltImage, ensure_image, image_tag
+from repogym.images.recipe import LABEL_COMMIT, BuiltImage
+from repogym.images.repository import ensure_image, image_tag
 from repogym.sandbox.base import ExecResult, Sandbox, SandboxConfig
 from repogym.sandbox.bwrap import (
     BwrapContainer,

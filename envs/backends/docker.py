@@ -9,7 +9,8 @@ from typing import Any
 from repogym.envs import pooling
 from repogym.envs.backends.seams import Backend, BackendSettings
 from repogym.envs.grading.grader import GraderConfig, GradingReport
-from repogym.images.repository import BuiltImage, ensure_image, image_info, image_tag
+from repogym.images.recipe import BuiltImage, image_info
+from repogym.images.repository import ensure_image, image_tag
 from repogym.sandbox.base import Sandbox
 from repogym.sandbox.client import current_engine
 from repogym.sandbox.features import engine_features

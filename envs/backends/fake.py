@@ -19,7 +19,7 @@ from typing import Any
 
 from repogym.envs.backends.seams import Backend, BackendSettings
 from repogym.envs.grading.local import LocalGrader
-from repogym.images.repository import BuiltImage
+from repogym.images.recipe import BuiltImage
 from repogym.repo import export_tree, snapshot
 from repogym.sandbox.base import Sandbox, SandboxConfig
 from repogym.sandbox.fake import FakeSandbox

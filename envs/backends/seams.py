@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from repogym.envs.grading.grader import GraderConfig, GradingReport
-from repogym.images.repository import BuiltImage
+from repogym.images.recipe import BuiltImage
 from repogym.sandbox.base import Sandbox
 from repogym.schema import Task
 

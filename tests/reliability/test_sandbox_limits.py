@@ -9,7 +9,7 @@ import pytest
 from reliability_support import wait_until
 
 from repogym.errors import DockerUnavailable
-from repogym.images.repository import ensure_base
+from repogym.images.python_base import ensure_base
 from repogym.sandbox.base import SandboxConfig
 from repogym.sandbox.client import docker_client
 from repogym.sandbox.docker import DockerSandbox

@@ -14,7 +14,9 @@ from pathlib import Path
 import pytest
 
 from repogym.images import usage as image_usage
-from repogym.images.repository import LABEL_SPEC, ensure_base, image_tag
+from repogym.images.python_base import ensure_base
+from repogym.images.recipe import LABEL_SPEC
+from repogym.images.repository import image_tag
 from repogym.images.usage import Image
 from repogym.sandbox.client import docker_client
 from repogym.scripts.cli import main

@@ -12,7 +12,8 @@ import pytest
 
 from repogym.errors import SetupFailed
 from repogym.images.build_tools import build_tools_tag
-from repogym.images.repository import base_tag, ensure_image, image_tag
+from repogym.images.python_base import base_tag
+from repogym.images.repository import ensure_image, image_tag
 from repogym.repo import snapshot_commit
 from repogym.sandbox.client import docker_client
 from repogym.schema import Environment, Task

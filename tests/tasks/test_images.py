@@ -17,7 +17,8 @@ import pytest
 
 from repogym.errors import SetupFailed, SetupIncomplete
 from repogym.images import installed
-from repogym.images.repository import TOOLCHAIN, base_tag, ensure_image, image_tag
+from repogym.images.python_base import TOOLCHAIN, base_tag
+from repogym.images.repository import ensure_image, image_tag
 from repogym.repo import snapshot_commit
 from repogym.schema import Environment, Task
 

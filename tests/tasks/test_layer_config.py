@@ -12,7 +12,8 @@ from collections.abc import Callable
 import pytest
 
 from repogym.images.build import Layer, _configure, build_layer
-from repogym.images.repository import LABEL_COMMIT, ensure_image
+from repogym.images.recipe import LABEL_COMMIT
+from repogym.images.repository import ensure_image
 from repogym.sandbox.client import docker_client
 from repogym.schema import Task
 

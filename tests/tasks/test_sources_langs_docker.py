@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from repogym.images.repository import USER
+from repogym.images.recipe import USER
 from repogym.sandbox.client import docker_client
 
 CLAMP = """package clamp

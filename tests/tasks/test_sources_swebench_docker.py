@@ -10,8 +10,9 @@ from typing import Any
 
 import pytest
 
-from repogym.images import repository as images
-from repogym.images.repository import ensure_base, ensure_image
+from repogym.images.python_base import ensure_base
+from repogym.images.recipe import build_dockerfile, tar_folder
+from repogym.images.repository import ensure_image
 from repogym.sandbox.client import docker_client
 from repogym.schema import Task
 from repogym.tasks.sources.common import SourceOptions
@@ -112,8 +113,8 @@ def dataset_image(tmp_path: Path) -> Any:
     client = docker_client()
     dockerfile = (f"FROM {ensure_base('3.11', progress=lambda _m: None).tag}\nUSER root\n"
                   "ADD testbed.tar /testbed\nENV PYTHONPATH=/testbed\n")  # "installed"
-    images._build(client, name, dockerfile, {"testbed.tar": images._tar_folder(tree)},
-                  lambda _m: None)
+    build_dockerfile(client, name, dockerfile, {"testbed.tar": tar_folder(tree)},
+                     lambda _m: None)
     yield name, base
     for image in client.images.list(filters={"label": f"org.repogym.layer-of={name}"}):
         client.images.remove(image.id, force=True)
