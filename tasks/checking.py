@@ -67,9 +67,12 @@ from repogym.tasks.selective import (
     library,
     shareable,
 )
+from repogym.tasks.sources import leak
 from repogym.tasks.sources.common import run_git
-from repogym.tasks.sources.leak import leak_guard
+from repogym.tasks.sources.enrich import record_gold_cases
+from repogym.tasks.sources.leak import image_files, leak_guard
 from repogym.tasks.sources.pyast import module_name
+from repogym.tasks.sources.trace import record_cases
 from repogym.tasks.validate import (
     derive_lists,
     error_reason,
@@ -358,8 +361,6 @@ class Checker:
         """Why the candidate's image already holds its gold code (``repogym.tasks.sources
         .leak``), or None. ``image``: the snapshot's image, whose files are listed once; the
         candidate's own image differs from it only in the files its change touches."""
-        from repogym.tasks.sources import leak
-
         if image is None:
             return self._guard(task)
         config = leak.LeakConfig()
@@ -375,8 +376,6 @@ class Checker:
         return leak.leak_reason(copies) if copies else None
 
     def _image_files(self, image: str, config: Any) -> dict[str, bytes]:
-        from repogym.tasks.sources.leak import image_files
-
         with self._lock:
             slot = self._files.setdefault(image, _Slot())
         with slot.lock:
@@ -388,8 +387,6 @@ class Checker:
     def case_recorder(self) -> Callable[[Task], tuple[Task | None, str]]:
         """Differential cases of a replication task (``trace.record_cases``), recorded in the
         snapshot's image when the task was checked there."""
-        from repogym.tasks.sources.trace import record_cases
-
         def record(task: Task) -> tuple[Task | None, str]:
             try:
                 with self.base_container(task) as box:
@@ -402,8 +399,6 @@ class Checker:
     def gold_recorder(self) -> Callable[[Task], tuple[Task, str]]:
         """Gold cases (``enrich.record_gold_cases``), recorded in the snapshot's image when
         the task was checked there."""
-        from repogym.tasks.sources.enrich import record_gold_cases
-
         def record(task: Task) -> tuple[Task, str]:
             try:
                 with self.base_container(task) as box:

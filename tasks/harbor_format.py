@@ -27,6 +27,8 @@ import shutil
 from pathlib import Path
 from typing import Any
 
+from repogym.envs.grading.grader import test_files
+from repogym.envs.grading.stage import header_paths
 from repogym.errors import TaskError
 from repogym.repo import export_tree, git, snapshot
 from repogym.schema import Task
@@ -90,8 +92,6 @@ WORKDIR /testbed
 
 
 def test_sh(task: Task) -> str:
-    from repogym.envs.grading.stage import header_paths
-
     files = " ".join(shlex.quote(f) for f in _test_files(task))
     touched = " ".join(shlex.quote(f) for f in header_paths(task.test_patch))
     return f"""#!/bin/bash
@@ -108,8 +108,6 @@ python3 /tests/grade.py /logs/verifier/test_output.txt
 
 
 def _test_files(task: Task) -> list[str]:
-    from repogym.envs.grading.grader import test_files
-
     return test_files(task)
 
 

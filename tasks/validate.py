@@ -12,6 +12,7 @@ from dataclasses import dataclass, field, replace
 
 from repogym.envs.grading.flags import Flag
 from repogym.envs.grading.grader import Grader, GraderConfig, GradingReport
+from repogym.envs.grading.testcmd import runs_pytest
 from repogym.errors import RepogymError, SetupFailed
 from repogym.images.repository import ensure_image
 from repogym.schema import Task
@@ -240,8 +241,6 @@ def without_pass_hook(task: Task, result: Validation, runs: int = 2,
     of the hook see it set). Only validation, which the agent never reaches, decides this; such
     a task's plain asserts go unseen by the equality check (unittest's are still seen), and its
     certificate says whether an attack then wins."""
-    from repogym.envs.grading.testcmd import runs_pytest
-
     env = task.environment
     if (result.ok or "gold does not resolve" not in result.reason
             or not env.assertion_pass_hook or not runs_pytest(env)):

@@ -32,10 +32,20 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from repogym.envs.grading.agreement import call_cases
+from repogym.envs.grading.differential import same
+from repogym.envs.grading.grader import Grader
+from repogym.envs.grading.testcmd import runs_pytest
+from repogym.errors import RepogymError, TaskError
+from repogym.images.repository import ensure_image
+from repogym.sandbox.base import SandboxConfig
+from repogym.sandbox.docker import DockerSandbox
 from repogym.schema import Task
 
 from . import boundary
+from .common import log_stderr
 from .gold_targets import Traced, changed_functions, name_traced, patch_paths, places
+from .inputs import generate_calls
 from .tracer import own_source, traced_run
 
 GOLD_CASES = "gold_cases"  # the key of ``task.extra`` that holds them
@@ -90,8 +100,6 @@ def gold_cases(task: Task) -> dict[str, Any] | None:
 
 def why_not(task: Task) -> str | None:
     """Why gold cases cannot be recorded for ``task``, or None when they can be tried."""
-    from repogym.envs.grading.testcmd import runs_pytest
-
     if (task.reference or {}).get("cases"):
         return "a replication task with its own cases"
     if not task.patch.strip():
@@ -111,11 +119,6 @@ def record_gold_cases(task: Task, config: EnrichConfig | None = None, box: Any =
     or the task unchanged (without stale cases) and why none could be recorded. ``box``: a
     container that holds the task's base code already (task creation's, of the snapshot's
     image)."""
-    from repogym.envs.grading.grader import Grader
-    from repogym.images.repository import ensure_image
-    from repogym.sandbox.base import SandboxConfig
-    from repogym.sandbox.docker import DockerSandbox
-
     reason = why_not(task)
     bare = task.with_(extra={k: v for k, v in task.extra.items() if k != GOLD_CASES})
     if reason:
@@ -131,8 +134,6 @@ def record_gold_cases(task: Task, config: EnrichConfig | None = None, box: Any =
 def gold_recorder(config: EnrichConfig | None = None) -> Callable[[Task], tuple[Task, str]]:
     """:func:`record_gold_cases` for a task source: an infrastructure failure leaves the task
     without cases (its rewards then fall back to the tests) and says why."""
-    from repogym.errors import RepogymError
-
     def record(task: Task) -> tuple[Task, str]:
         try:
             return record_gold_cases(task, config)
@@ -149,8 +150,6 @@ class WithGoldCases:
 
     def __init__(self, source: Any, record: Callable[[Task], tuple[Task, str]] | None = None,
                  log: Callable[[str], None] | None = None) -> None:
-        from .common import log_stderr
-
         self.source, self.name = source, source.name
         self.record = record or gold_recorder()
         self.log = log or log_stderr
@@ -195,8 +194,6 @@ class _GoldRecording:
                 for p, line in zip(paths, lines, strict=False)}
 
     def apply(self, name: str, patch: str, reverse: bool = False) -> None:
-        from repogym.errors import TaskError
-
         if not patch.strip():
             return
         self.box.put_files({f"repogym-grade/{name}": patch.encode()}, "/opt")
@@ -314,8 +311,6 @@ class _GoldRecording:
         """Inputs mutated from the traced ones: from the discriminating ones for the functions
         that have some, which get ``max_generated_failing`` (so do the functions a
         FAIL_TO_PASS test calls), else ``max_generated``; ``budget`` in all."""
-        from .inputs import generate_calls
-
         c = self.config
         telling: dict[str, list[dict[str, Any]]] = {}
         for case in kept:
@@ -337,8 +332,6 @@ class _GoldRecording:
     def outcomes(self, traced: list[Traced], candidates: list[dict[str, Any]], runs: int = 2
                  ) -> list[dict[str, tuple[Any, float]]]:
         """``runs`` runs of the harness on the code in place now, as the unprivileged user."""
-        from repogym.envs.grading.agreement import call_cases
-
         c = self.config
         functions = {t.key: {**t.target.harness_entry()} for t in traced}
         # calls that take more CPU than slow_call are dropped anyway: no need to wait for
@@ -383,8 +376,6 @@ def called_by_failing(t: Traced, task: Task) -> bool:
 
 def _same_outcome(a: dict[str, tuple[Any, float]], b: dict[str, tuple[Any, float]],
                   key: str) -> bool:
-    from repogym.envs.grading.differential import same
-
     return key in a and key in b and same(a[key][0], b[key][0])
 
 
@@ -402,8 +393,6 @@ def classify(candidates: list[dict[str, Any]], gold: list[dict[str, tuple[Any, f
     both times, quickly, and the base code did the same both times. Each comes back with
     ``expect`` (the gold outcome) and ``set``: ``discriminating`` when gold and base differ,
     ``regression`` when they agree."""
-    from repogym.envs.grading.differential import same
-
     kept = []
     for i, case in enumerate(candidates):
         g = [run.get(str(i)) for run in gold]

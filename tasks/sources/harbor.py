@@ -7,9 +7,12 @@ from pathlib import Path
 
 from repogym.errors import TaskError
 from repogym.schema import Task
+from repogym.tasks.flaky import without_flaky
 from repogym.tasks.harbor_format import import_task, task_folders
+from repogym.tasks.validate import validate_task, without_pass_hook
 
 from .common import Candidate, Rejected, SourceOptions
+from .leak import leak_guard
 
 
 class HarborSource:
@@ -18,8 +21,6 @@ class HarborSource:
     name = "harbor"
 
     def __init__(self, root: Path, common: SourceOptions, validate: bool = True) -> None:
-        from .leak import leak_guard
-
         self.root, self.common, self.validate = root, common, validate
         self.guard = leak_guard()
 
@@ -33,9 +34,6 @@ class HarborSource:
     def check(self, task: Task) -> tuple[Task | None, str]:
         if not self.validate:
             return task, "not validated (--no-validate)"
-        from repogym.tasks.flaky import without_flaky
-        from repogym.tasks.validate import validate_task, without_pass_hook
-
         leak = self.guard(task)
         if leak is not None:
             return None, leak

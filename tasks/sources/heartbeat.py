@@ -9,6 +9,8 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
+from repogym.images.repository import image_tag
+from repogym.sandbox.client import docker_client
 from repogym.schema import Task
 
 EVERY = 30.0  # seconds between two lines
@@ -17,9 +19,6 @@ EVERY = 30.0  # seconds between two lines
 def phase(task: Task) -> str:
     """What checking ``task`` is busy with: its image is built first, then its tests run."""
     try:
-        from repogym.images.repository import image_tag
-        from repogym.sandbox.client import docker_client
-
         docker_client().images.get(image_tag(task))
     except Exception:  # noqa: BLE001 - not there yet (or the engine cannot say): building
         return "building its image (the repository's setup runs)"

@@ -50,11 +50,17 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING
 
+from repogym.envs.grading.grader import Grader
+from repogym.errors import ImageBuildError, RepogymError, SandboxError, TaskError
+from repogym.images.repository import ensure_image
 from repogym.repo import tree_paths
+from repogym.sandbox.base import SandboxConfig
+from repogym.sandbox.docker import DockerSandbox
 
 from . import normast
 from .common import is_test_path
 from .normast import Function, Index, similarity
+from .pyast import module_name
 
 if TYPE_CHECKING:
     from repogym.schema import Task
@@ -104,8 +110,6 @@ class Gold:
     @property
     def package(self) -> str:
         """The top-level package (or module) the file belongs to."""
-        from .pyast import module_name
-
         return module_name(self.file).split(".")[0]
 
 
@@ -178,8 +182,6 @@ def image_files(box: object, config: LeakConfig) -> dict[str, bytes]:
     result = box.exec(["bash", "-c", command], user="repogym", timeout=600,  # type: ignore[attr-defined]
                       limit=1 << 30)
     if result.truncated or not result.output.strip():
-        from repogym.errors import SandboxError
-
         raise SandboxError(f"cannot list the image's Python files (exit {result.exit_code}, "
                            f"{result.output[-200:]!r})")
     files: dict[str, bytes] = {}
@@ -317,11 +319,6 @@ def owned_files(task: Task) -> frozenset[str]:
 def copies_in_image(task: Task, config: LeakConfig | None = None) -> list[Copy]:
     """The copies of ``task``'s gold code that its image holds (the image is built if needed).
     """
-    from repogym.envs.grading.grader import Grader
-    from repogym.images.repository import ensure_image
-    from repogym.sandbox.base import SandboxConfig
-    from repogym.sandbox.docker import DockerSandbox
-
     config = config or LeakConfig()
     if not patched_files(task.patch):
         return []
@@ -345,8 +342,6 @@ def leak_guard(config: LeakConfig | None = None) -> Callable[[Task], str | None]
     """For the task sources: the reason a candidate is rejected for a leak, or None. An image
     that does not build is left to validation (which says why); the engine failing is an
     ``infrastructure`` rejection like any other."""
-    from repogym.errors import ImageBuildError, RepogymError, TaskError
-
     def guard(task: Task) -> str | None:
         try:
             found = copies_in_image(task, config)

@@ -41,10 +41,14 @@ from pathlib import Path
 from typing import Any
 
 from repogym import settings
+from repogym.envs.grading.protect_langs import JS_TEST_FILES
+from repogym.images.runner_files import JUNIT_PLATFORM
 
 from . import specs
 from .common import run_git
+from .detect_langs import _template_command, crate_packages
 from .specs import SpecError, Translated
+from .tree_view import load_toml
 
 # the toolchains of repogym's images (images/toolchains.py), as Debian 12 ships them
 HAVE = {"javascript": (18,), "go": (1, 23), "rust": (1, 63), "java": (17,)}
@@ -278,8 +282,6 @@ def test_files(test_patch: str, language: str) -> list[str]:
     fail on), Rust's ``.rs`` files; Java's come from the Maven command (``_java``)."""
     import fnmatch
 
-    from repogym.envs.grading.protect_langs import JS_TEST_FILES
-
     paths = re.findall(r"^diff --git a/.* b/(.*)$", test_patch, re.M)
     if language == "go":
         return [p for p in paths if p.endswith("_test.go")]
@@ -315,9 +317,6 @@ def _drop_run(words: list[str]) -> list[str]:
 
 def _rust(commands: list[str], steps: list[str], tree: _Tree,
           notes: list[str]) -> dict[str, Any]:
-    from .detect_langs import crate_packages
-    from .tree_view import load_toml
-
     test_cmd = ""
     for command in commands:
         env_words, words = _env_prefix(_split(command))
@@ -440,8 +439,6 @@ def _java(commands: list[str], steps: list[str], test_patch: str, tree: _Tree,
                  "compiled with javac against Debian's jars and run with the JUnit console "
                  "launcher")
     packages = _debian_packages(tree, module)
-    from .detect_langs import _template_command
-
     setup = [_classpath(packages)] if packages else []
     root = f"{module}/" if module else ""
     if tree.mirror is not None and _has_templates(tree, root):
@@ -529,8 +526,6 @@ def _classpath(packages: set[str]) -> str:
 
 
 def _compile_check(root: str) -> str:
-    from repogym.images.runner_files import JUNIT_PLATFORM
-
     main, test = shlex.quote(root + "src/main/java"), shlex.quote(root + "src/test/java")
     javac = "javac -nowarn -encoding UTF-8 -d"
     said = "head -c 3000 $w/log; echo; echo 'repogym: the module"

@@ -20,6 +20,7 @@ from typing import Any
 from repogym.schema import Task
 
 from .pyast import module_name, parse
+from .statement_model import ISSUE_SYSTEM, statement
 
 MAX_FACTS = 6  # failures described, at most
 MAX_MESSAGE_LINES = 8
@@ -237,8 +238,6 @@ def llm_prompt(statement: str) -> str:
 def written(llm: Any, fallback: str, hidden: list[str], log: Any) -> tuple[str, str]:
     """(statement, who wrote it): the model's issue from the facts in ``fallback`` when a
     model is configured and its text quotes no hidden test line, else ``fallback``."""
-    from .statement_model import ISSUE_SYSTEM, statement
-
     if llm is None:
         return fallback, "tests"
     text = statement(llm, ISSUE_SYSTEM, llm_prompt(fallback), fallback, log)

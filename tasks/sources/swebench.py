@@ -36,13 +36,23 @@ from typing import Any
 import yaml
 
 from repogym import settings
+from repogym.envs.grading.grader import Grader, GraderConfig
+from repogym.envs.grading.testcmd import runs_pytest
 from repogym.errors import RepogymError, TaskError, UsageError
+from repogym.images.dataset import available
+from repogym.images.repository import ensure_image
 from repogym.schema import Task
+from repogym.tasks.flaky import without_flaky
+from repogym.tasks.validate import derive_lists, validate_task, without_pass_hook
 from repogym.tls import explain_certificate
 
 from . import datasets, specs, specs_langs
 from .common import Candidate, Rejected, SourceOptions
+from .detect import detect_environment
+from .leak import leak_guard
 from .mirrors import Mirrors
+from .offline import network_failures
+from .tree_view import GitTree
 
 ENV_KEYS = {"python", "setup", "test_cmd", "log_parser", "image", "timeout", "language", "runner",
             "test_files"}
@@ -115,8 +125,6 @@ def without_non_tests(task: Task) -> Task:
     hold a test's printed line (pytest-dev__pytest-5227: ``[100%]``); no run reports such an
     id, and grading would count it as a disagreement of its sources. A pytest id has ``::``;
     what is dropped is kept in the task with the reason."""
-    from repogym.envs.grading.testcmd import runs_pytest
-
     if not runs_pytest(task.environment):
         return task
     junk = {t: "not a test id: a line of captured output that swebench's parser read as a "
@@ -151,8 +159,6 @@ class SwebenchSource:
     shares_sources = True  # tasks point at the shared mirrors; suites do not copy them
 
     def __init__(self, options: SwebenchOptions, common: SourceOptions) -> None:
-        from .leak import leak_guard
-
         self.options, self.common = options, common
         self.overrides = load_specs(options.env) if options.env else {}
         self.mirrors = Mirrors(options.repos, options.clone)
@@ -224,8 +230,6 @@ class SwebenchSource:
         name = instance.get("dataset_image")
         if not self.pull or not name:
             return None
-        from repogym.images.dataset import available
-
         return str(name) if available(str(name), pull=True) else None
 
     def _environment(self, instance: dict[str, Any], repo: str, version: str,
@@ -252,9 +256,6 @@ class SwebenchSource:
             return translated.environment, {"from": source, **translated.provenance}
         if mirror is None:
             raise TaskError(specs.unknown_spec_reason(repo, version))
-        from .detect import detect_environment
-        from .tree_view import GitTree
-
         env = detect_environment(GitTree(mirror, str(instance["base_commit"])))
         return ({"python": env.python, "setup": list(env.setup), "test_cmd": env.test_cmd},
                 {"from": "detected from the repository's files",
@@ -290,15 +291,10 @@ class SwebenchSource:
     def check(self, task: Task) -> tuple[Task | None, str]:
         if not self.options.validate:
             return task, "not validated (--no-validate)"
-        from repogym.tasks.flaky import without_flaky
-        from repogym.tasks.validate import validate_task, without_pass_hook
-
         leak = self.guard(task)
         if leak is not None:
             return None, leak
         if not task.FAIL_TO_PASS:  # R2E-Gym and hand-made rows: measure the lists first
-            from repogym.tasks.validate import derive_lists
-
             derived, reason = derive_lists(task, runs=self.common.runs)
             if derived is None:
                 return None, reason
@@ -318,8 +314,6 @@ class SwebenchSource:
         requested = (task.extra.get("environment_source") or {}).get("python_requested")
         if not others or requested == task.environment.python:
             return task, result
-        from repogym.tasks.validate import validate_task
-
         commit = str(task.extra.get("environment_setup_commit") or task.base_commit)
         translated = specs.translate(spec, task.repo, mirror, commit, python=others[0],
                                      version=task.version)
@@ -331,12 +325,6 @@ class SwebenchSource:
         return (retried, again) if again.ok else (task, result)
 
     def _without_network_tests(self, task: Task, result: Any) -> tuple[Task, Any]:
-        from repogym.envs.grading.grader import Grader, GraderConfig
-        from repogym.images.repository import ensure_image
-        from repogym.tasks.validate import validate_task
-
-        from .offline import network_failures
-
         try:
             image = ensure_image(task, progress=lambda _m: None).tag
             gold = Grader(GraderConfig(cleanup_async=False)).grade(task, task.patch, image)

@@ -16,6 +16,8 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from repogym.envs.grading.grader import Grader, GraderConfig
+from repogym.images.repository import ensure_image
 from repogym.schema import Environment, Reference, Task
 
 from . import mutate, pyast, statements
@@ -153,9 +155,6 @@ def _shorten(message: str) -> str:
 def grader_failure_log(task: Task) -> str:
     """What the failing tests report on the buggy base: one run in the task's image, with
     the grader the environment uses (no canaries, so only the repository's tests show)."""
-    from repogym.envs.grading.grader import Grader, GraderConfig
-    from repogym.images.repository import ensure_image
-
     image = ensure_image(task, progress=lambda _m: None)
     report = Grader(GraderConfig(cleanup_async=False, canaries=False)).grade(task, "", image.tag)
     return failure_summary(report.log_tail, task.FAIL_TO_PASS)

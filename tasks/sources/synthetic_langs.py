@@ -13,6 +13,8 @@ import random
 from dataclasses import dataclass
 from pathlib import Path
 
+from repogym.envs.grading.grader import Grader, GraderConfig
+from repogym.images.repository import ensure_image
 from repogym.schema import Environment, Task
 
 from . import mutate_ts
@@ -76,9 +78,6 @@ def mutations(files: dict[str, str], language: str, operators: tuple[str, ...],
 
 def grader_log_tail(task: Task) -> str:
     """The end of the tests' output on the buggy base (one run, no canaries)."""
-    from repogym.envs.grading.grader import Grader, GraderConfig
-    from repogym.images.repository import ensure_image
-
     image = ensure_image(task, progress=lambda _m: None)
     report = Grader(GraderConfig(cleanup_async=False, canaries=False)).grade(task, "", image.tag)
     return report.log_tail
