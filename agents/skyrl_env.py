@@ -37,6 +37,7 @@ from skyrl_gym.envs.base_text_env import BaseTextEnv, BaseTextEnvStepOutput
 
 from repogym.agents.llm import SYSTEM_PROMPT
 from repogym.envs.curriculum.draws import draw
+from repogym.suite import load_suite
 
 ENV_ID = "repogym"
 DEFAULT_MAX_TURNS = 30
@@ -78,8 +79,6 @@ def dataset_rows(suite: str = "demo", split: str = "train", env_id: str = ENV_ID
     """SkyRL dataset rows, one per task of ``split``: the system prompt alone (the task's
     prompt comes from the environment at ``init``), the env class and the task's id; with
     ``sampled=N``, N rows whose tasks a curriculum draws (``env_config["sampler"]``)."""
-    from repogym.suite import load_suite
-
     if sampled:
         return [{"data_source": f"repogym/{suite}", "env_class": env_id,
                  "prompt": [{"role": "system", "content": SYSTEM_PROMPT}], "task_id": SAMPLE,

@@ -42,6 +42,7 @@ from typing import Any
 import gymnasium as gym
 import torch
 
+import repogym  # noqa: F401 - registers the environment
 from repogym.agents.llm import SYSTEM_PROMPT
 from repogym.agents.ppo.chat import ChatFormat
 from repogym.envs.curriculum import check, parse
@@ -193,8 +194,6 @@ class RepogymRollout:
         return [max(1, min(self.config.max_new_tokens, self.config.max_context - u)) for u in used]
 
     def _pool(self, n: int) -> ThreadPoolExecutor:
-        import repogym  # noqa: F401 - registers the environment
-
         kwargs = {"suite": self.config.suite, "split": self.config.split,
                   "stats": self.config.stats, **self.config.env_kwargs}
         if self.curriculum is not None:

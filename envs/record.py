@@ -26,6 +26,7 @@ def versions(extra: dict[str, Any] | None = None, engine: bool = True) -> dict[s
             out[name] = None
     if engine:
         try:
+            # the Docker SDK only to ask the engine: reading records (`repogym show`) needs none
             from repogym.sandbox.client import docker_client
 
             out["docker_engine"] = docker_client().version().get("Version")

@@ -19,6 +19,7 @@ from typing import Any
 import docker.errors
 
 from repogym.sandbox.base import LABEL_HOST, LABEL_MANAGED, LABEL_PID, LABEL_PREFIX
+from repogym.sandbox.client import docker_client
 
 LABEL_START = f"{LABEL_PREFIX}.owner-start"
 # Labels every container of this process carries besides the owner's (a cluster worker names
@@ -103,8 +104,6 @@ def remove_containers(containers: list[ContainerRef], client: Any = None) -> lis
 
 
 def container_api(_ref: ContainerRef) -> Any:
-    from repogym.sandbox.client import docker_client
-
     return docker_client().api
 
 

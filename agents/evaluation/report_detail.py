@@ -15,6 +15,7 @@ from html import escape
 from pathlib import Path
 from typing import Any
 
+from repogym.envs.record import read_record
 from repogym.errors import UsageError
 
 PASSING = {"PASSED", "XFAIL"}
@@ -55,8 +56,6 @@ def task_detail(row: dict[str, Any], patch: str | None = None) -> Detail:
 def _end_event(record: str | None) -> dict[str, Any] | None:
     if not record or not Path(record).is_file():
         return None
-    from repogym.envs.record import read_record
-
     try:
         events = read_record(record)
     except UsageError:
@@ -190,8 +189,6 @@ def _end_html(event: dict[str, Any]) -> str:
 def write_record_pages(rows: list[dict[str, Any]], out_dir: Path) -> dict[str, str]:
     """Writes ``X.html`` next to each row's record ``X.jsonl``; returns the page's link (from
     ``out_dir``) by instance id. A record that is missing or unreadable gets no page."""
-    from repogym.envs.record import read_record
-
     pages = {}
     for row in rows:
         record = row.get("record")

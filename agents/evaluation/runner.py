@@ -32,7 +32,14 @@ from typing import Any
 from repogym.agents.evaluation.console import Quiet, Reporter
 from repogym.agents.evaluation.episode import EnvFactory, EpisodeWorker, Worker, ensure_image_locked
 from repogym.agents.evaluation.html_report import write_html
-from repogym.agents.evaluation.predictions import load_predictions, system_folders, systems
+from repogym.agents.evaluation.predictions import (
+    PredictionWorker,
+    load_predictions,
+    system_folders,
+    systems,
+    write_swebench_reports,
+)
+from repogym.agents.evaluation.ray_runner import run_on_ray
 from repogym.agents.evaluation.rows import ResultRow
 from repogym.agents.evaluation.summary import summarize
 from repogym.agents.registry import agent_class, make_agent
@@ -159,8 +166,6 @@ def run_eval(config: EvalConfig, tasks: list[Task] | None = None,
 
         try:
             if config.ray:
-                from repogym.agents.evaluation.ray_runner import run_on_ray
-
                 run_on_ray(config.ray, config.workers, make_worker, todo, on_result,
                            progress.message, retries=config.retries)
             else:
@@ -173,8 +178,6 @@ def run_eval(config: EvalConfig, tasks: list[Task] | None = None,
 def _worker_factory(config: EvalConfig, tasks: list[Task], env_factory: EnvFactory | None
                     ) -> Callable[[], Worker]:
     if config.predictions:
-        from repogym.agents.evaluation.predictions import PredictionWorker, load_predictions
-
         return functools.partial(PredictionWorker, config,
                                  load_predictions(config.predictions, config.model))
     make_agent(config.agent, tasks, **config.agent_options)  # bad options fail before any work
@@ -297,8 +300,6 @@ def finalize(out: Path, config: EvalConfig, tasks: list[Task], wall_seconds: flo
     write_config(out, config, tasks, images)
     patches: dict[str, str] = {}
     if config.predictions:
-        from repogym.agents.evaluation.predictions import load_predictions, write_swebench_reports
-
         predictions = load_predictions(config.predictions, config.model)
         summary["model"] = config.model or next(
             (str(p.get("model_name_or_path")) for p in predictions.values()), None)

@@ -34,6 +34,7 @@ from typing import Any
 import gymnasium as gym
 
 from repogym import settings
+from repogym.agents.gateway import Gateway
 from repogym.agents.harness.interface import CommandResult, EnvShell, HarnessAgent, Shell
 
 # mini-swe-agent prints a banner and litellm fetches a price list at import: neither is wanted
@@ -196,8 +197,6 @@ _GATEWAYS_LOCK = threading.Lock()
 
 def shared_gateway(upstream: str, record_dir: str, timeout: float, token_ids: bool) -> Any:
     """One gateway per process and upstream: eval workers share it (sessions keep them apart)."""
-    from repogym.agents.gateway import Gateway
-
     key = (upstream, record_dir, timeout, token_ids)
     with _GATEWAYS_LOCK:
         if key not in _GATEWAYS:

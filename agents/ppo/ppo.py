@@ -49,6 +49,7 @@ from repogym.agents.ppo.runlog import (
     save_checkpoint,
 )
 from repogym.agents.ppo.shared_prefix import collect_forked
+from repogym.envs.cluster.fleet import Fleet, FleetConfig
 
 SWE_ENV_ID = "repogym/SWE-v0"
 
@@ -349,8 +350,6 @@ def make_env(config: TrainConfig, run_dir: Path) -> gym.Env[Any, Any]:
 
 def make_fleet(config: TrainConfig, run_dir: Path) -> Any:
     """The environments as Ray workers on the cluster's Docker nodes (``--ray``)."""
-    from repogym.envs.cluster.fleet import Fleet, FleetConfig
-
     # "module:id" makes the workers import the module that registers the id (Gymnasium's form)
     entry = gym.spec(config.env_id).entry_point
     module = entry.split(":", 1)[0] if isinstance(entry, str) else ""

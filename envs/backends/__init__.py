@@ -8,6 +8,10 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from repogym.envs.backends.bwrap import bwrap_backend
+from repogym.envs.backends.docker import docker_backend
+from repogym.envs.backends.fake import fake_backend
+from repogym.envs.backends.podman import podman_backend
 from repogym.envs.backends.seams import (
     Backend,
     BackendSettings,
@@ -16,33 +20,9 @@ from repogym.envs.backends.seams import (
     SandboxProvider,
 )
 
-
-def _docker(settings: BackendSettings) -> Backend:
-    from repogym.envs.backends.docker import docker_backend
-
-    return docker_backend(settings)
-
-
-def _podman(settings: BackendSettings) -> Backend:
-    from repogym.envs.backends.podman import podman_backend
-
-    return podman_backend(settings)
-
-
-def _bwrap(settings: BackendSettings) -> Backend:
-    from repogym.envs.backends.bwrap import bwrap_backend
-
-    return bwrap_backend(settings)
-
-
-def _fake(settings: BackendSettings) -> Backend:
-    from repogym.envs.backends.fake import fake_backend
-
-    return fake_backend(settings)
-
-
 BACKENDS: dict[str, Callable[[BackendSettings], Backend]] = {
-    "docker": _docker, "podman": _podman, "bwrap": _bwrap, "fake": _fake}
+    "docker": docker_backend, "podman": podman_backend, "bwrap": bwrap_backend,
+    "fake": fake_backend}
 
 
 def check_backend(name: str) -> str:

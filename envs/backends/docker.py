@@ -12,7 +12,7 @@ from repogym.envs.grading.grader import GraderConfig, GradingReport
 from repogym.images.recipe import BuiltImage, image_info
 from repogym.images.repository import ensure_image, image_tag
 from repogym.sandbox.base import Sandbox
-from repogym.sandbox.client import current_engine
+from repogym.sandbox.client import current_engine, docker_client
 from repogym.sandbox.features import engine_features
 from repogym.sandbox.pool import SandboxPool
 from repogym.sandbox.shared import PoolKey
@@ -32,8 +32,6 @@ class DockerImages:
         return self._built[tag]
 
     def provenance(self, image: BuiltImage) -> dict[str, Any]:
-        from repogym.sandbox.client import docker_client
-
         out: dict[str, Any] = {"image": None, "docker_engine": None, "engine": None}
         try:
             out["image"] = str(image_info(image.tag)["id"])

@@ -25,6 +25,7 @@ from openenv.core.env_server.types import ConcurrencyConfig, ServerMode, State
 from starlette.websockets import WebSocketDisconnect
 from uvicorn.protocols.utils import ClientDisconnected
 
+import repogym  # noqa: F401 - registers the environment
 from repogym.envs.openenv.models import RepogymAction, RepogymObservation
 
 LOOPBACK = "127.0.0.1"
@@ -66,8 +67,6 @@ class RepogymOpenEnv(Environment[RepogymAction, RepogymObservation, State]):
 
     def __init__(self) -> None:
         import gymnasium as gym
-
-        import repogym  # noqa: F401 - registers the environment
 
         super().__init__()
         self.env = gym.make("repogym/SWE-v0", **self.env_kwargs)
