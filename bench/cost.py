@@ -26,6 +26,7 @@ from repogym.bench.core import (
 )
 from repogym.envs.grading.grader import Grader, GraderConfig, test_files
 from repogym.envs.grading.langrun import task_test_files
+from repogym.envs.grading.official import run_official
 from repogym.envs.grading.report import STAGES
 from repogym.envs.grading.runners import get_runner, runner_name
 from repogym.envs.grading.stage import OUT
@@ -218,8 +219,6 @@ def swebench_latency(ctx: Context, n: int, logs_dir: str | None) -> list[Row]:
     folder = Path(logs_dir) if logs_dir else Path(tempfile.mkdtemp(prefix="repogym-bench-"))
     report, total, own, why = [], [], [], ""
     try:
-        from repogym.envs.grading.official import run_official
-
         for _ in range(n):
             # no network, like repogym's grader (and engines without docker0 need it)
             result = run_official(ctx.task, ctx.image, ctx.task.patch, folder,

@@ -17,21 +17,17 @@ import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from repogym.bench.core import Context, Row, compare, row
 from repogym.schema import Task
-
-if TYPE_CHECKING:
-    from repogym.tasks.checking import Checker
+from repogym.tasks.checking import Checker, CheckOptions
+from repogym.tasks.sources.common import SourceOptions, WorkRepo
+from repogym.tasks.sources.loop import collect
+from repogym.tasks.sources.synthetic import SyntheticOptions, SyntheticSource
+from repogym.tasks.validate import derive_lists
 
 
 def creation_speed(ctx: Context, candidates: int) -> list[Row]:
-    from repogym.tasks.checking import Checker, CheckOptions
-    from repogym.tasks.sources.common import SourceOptions, WorkRepo
-    from repogym.tasks.sources.synthetic import SyntheticOptions, SyntheticSource
-    from repogym.tasks.validate import derive_lists
-
     task = ctx.task
     if not task.source:
         return [row("creation.selective.tried", "task creation", "s", None,
@@ -73,8 +69,6 @@ class _Listed:
 
 def _time_all(tasks: list[Task], checker: Checker) -> tuple[list[float], int]:
     """Seconds per candidate of the loop over all of them (their checks overlap)."""
-    from repogym.tasks.sources.loop import collect
-
     start = time.monotonic()
     result = collect(_Listed(tasks, checker.derive), log=lambda _m: None, gate=checker.gate,
                      in_flight=checker.in_flight)

@@ -17,6 +17,7 @@ WATCHED = "gymnasium"
 
 
 def register_now() -> None:
+    # the environment's modules load with Gymnasium, never on a bare `import repogym`
     from repogym.envs.registration import register_envs
 
     register_envs()

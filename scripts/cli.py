@@ -24,6 +24,7 @@ import sys
 from collections.abc import Callable
 
 from repogym import settings
+from repogym.errors import RepogymError, UsageError
 from repogym.version import __version__
 
 OK, FAILED, BAD_INPUT, INTERRUPTED, PIPE_CLOSED = 0, 1, 2, 130, 141
@@ -125,8 +126,6 @@ def exit_status(exc: BaseException) -> int:
     :class:`~repogym.errors.UsageError` (a malformed or missing task or suite is one), a
     ``ValueError`` (a bad value, a file that does not parse) or a file that does not exist;
     anything else means the command could not do its job."""
-    from repogym.errors import UsageError
-
     if isinstance(exc, KeyboardInterrupt):
         return INTERRUPTED
     if isinstance(exc, UsageError | ValueError | FileNotFoundError | NotADirectoryError):
@@ -136,8 +135,6 @@ def exit_status(exc: BaseException) -> int:
 
 def report_error(exc: BaseException) -> int:
     """Prints ``repogym: error: ...`` for ``exc`` and returns the exit status."""
-    from repogym.errors import RepogymError
-
     code = exit_status(exc)
     if isinstance(exc, RepogymError | MissingExtra | ValueError):
         message = str(exc)

@@ -101,6 +101,7 @@ def run(args: argparse.Namespace) -> int:
     print(format_summary(summary))
     write_json(args.json, summary)
     if args.trajectories:
+        # the gateway's package (starlette, uvicorn: the harness extra) only for --trajectories
         from repogym.agents.trajectory import export_run
 
         written = export_run(summary["out"], args.trajectories)

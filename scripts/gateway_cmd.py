@@ -15,9 +15,12 @@ from __future__ import annotations
 import argparse
 import os
 
-from repogym.agents.gateway.scripted import SCRIPTS
+from repogym.agents.gateway import GatewayConfig
+from repogym.agents.gateway.gateway import serve_forever
+from repogym.agents.gateway.scripted import SCRIPTS, ScriptedModel, ScriptedServer
 from repogym.errors import UsageError
 from repogym.scripts.output import progress
+from repogym.suite import load_suite
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -47,9 +50,6 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from repogym.agents.gateway import GatewayConfig
-    from repogym.agents.gateway.gateway import serve_forever
-
     if (args.upstream is None) == (args.scripted is None):
         raise UsageError("give the backend with --upstream URL, or --scripted gold for a model "
                          "that plays the suite's gold solutions (one of the two)")
@@ -71,11 +71,6 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _scripted(args: argparse.Namespace) -> int:
-    from repogym.agents.gateway import GatewayConfig
-    from repogym.agents.gateway.gateway import serve_forever
-    from repogym.agents.gateway.scripted import ScriptedModel, ScriptedServer
-    from repogym.suite import load_suite
-
     model = ScriptedModel.from_name(args.scripted, load_suite(args.suite))  # every split
     with ScriptedServer(model) as upstream:
         config = GatewayConfig(upstream=upstream.base_url, record_dir=args.record_dir,

@@ -20,6 +20,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     if args.format != "text":
+        # the gateway's package (starlette, uvicorn: the harness extra) only to convert
         from repogym.agents.trajectory import convert
 
         print(json.dumps(convert(args.file, args.format), indent=1))

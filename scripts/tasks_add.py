@@ -24,7 +24,8 @@ from repogym.schema import SPLITS, Environment, Task
 from repogym.scripts.tasks_certify import add_certify_options, certify_collected
 from repogym.tasks.checking import Checker, CheckOptions
 from repogym.tasks.played import check_kept
-from repogym.tasks.sources import mutate
+from repogym.tasks.ray_checking import RayChecker
+from repogym.tasks.sources import mutate, mutate_ts
 from repogym.tasks.sources.common import (
     Deriver,
     SourceOptions,
@@ -36,6 +37,7 @@ from repogym.tasks.sources.common import (
 from repogym.tasks.sources.detect import EnvOverrides, detect_environment, has_tests
 from repogym.tasks.sources.enrich import WithGoldCases
 from repogym.tasks.sources.git import GitOptions, GitSource
+from repogym.tasks.sources.harbor import HarborSource
 from repogym.tasks.sources.loop import Collected, collect
 from repogym.tasks.sources.outdir import SuiteFolder
 from repogym.tasks.sources.pypi import KINDS, PypiOptions, PypiSource
@@ -43,6 +45,12 @@ from repogym.tasks.sources.replication import GRANULARITIES, ReplicationOptions,
 from repogym.tasks.sources.statement_model import LLMConfig
 from repogym.tasks.sources.swebench import SwebenchOptions, SwebenchSource
 from repogym.tasks.sources.synthetic import SyntheticOptions, SyntheticSource
+from repogym.tasks.sources.synthetic_langs import (
+    LangSyntheticOptions,
+    LangSyntheticSource,
+    has_language_tests,
+)
+from repogym.tasks.sources.trace import recorder
 from repogym.version import __version__
 
 
@@ -196,8 +204,6 @@ def _local_repo(args: argparse.Namespace, work: Path) -> tuple[WorkRepo, Environ
     repo = WorkRepo.create(args.path, work / slug(args.path.resolve().name), args.rev)
     env = detect_environment(repo, _overrides(args))
     if env.language != "python":
-        from repogym.tasks.sources.synthetic_langs import has_language_tests
-
         if not has_language_tests(repo, env.language):
             raise RepogymError(f"{args.path} looks like {env.language} but has no test files by "
                                "its conventions, so no candidate could be checked.")
@@ -210,8 +216,6 @@ def _local_repo(args: argparse.Namespace, work: Path) -> tuple[WorkRepo, Environ
 def _record(s: Setting) -> Any:
     """Differential cases for replication tasks (what a source records by default), in the
     snapshot's image when the checker checked the task there."""
-    from repogym.tasks.sources.trace import recorder
-
     if s.checker is not None:
         return s.checker.case_recorder()
     return recorder() if s.derive is not None else None
@@ -236,9 +240,6 @@ def _synthetic(s: Setting) -> Built:
     a = s.args
     repo, env = _local_repo(a, s.work)
     if env.language != "python":  # token rewrites found with tree-sitter's grammars
-        from repogym.tasks.sources import mutate_ts
-        from repogym.tasks.sources.synthetic_langs import LangSyntheticOptions, LangSyntheticSource
-
         operators = mutate_ts.OPERATORS if a.operators == tuple(mutate.OPERATORS) \
             else a.operators
         lang = LangSyntheticOptions(a.path, a.rev, operators)
@@ -264,8 +265,6 @@ def _swebench(s: Setting) -> Built:
 
 
 def _harbor(s: Setting) -> Built:
-    from repogym.tasks.sources.harbor import HarborSource
-
     a = s.args
     if not a.path.exists():
         raise ValueError(f"{a.path} does not exist: pass a Harbor task folder.")
@@ -378,8 +377,6 @@ def _checker(args: argparse.Namespace, check: CheckOptions) -> Iterator[Checking
         yield None, dict, None
         return
     if args.ray:
-        from repogym.tasks.ray_checking import RayChecker
-
         with RayChecker(args.ray, check) as remote:
             yield remote.derive, remote.summary, None
         return

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from repogym.errors import TaskError
+from repogym.images.repository import ensure_image
 from repogym.schema import SPLITS, Task
 from repogym.scripts.output import progress, table, write_json
 from repogym.suite import ALL, load_suite, select, suite_path
@@ -56,6 +57,8 @@ def add_certify_options(parser: argparse.ArgumentParser) -> None:
 
 
 def config_from(args: argparse.Namespace) -> CertifyConfig:
+    # the agents (Gymnasium, the attack agents) load only when certifying: every `repogym
+    # tasks` command imports this module
     from repogym.agents.certify import CertifyConfig
 
     limits: dict[str, Any] = {"timeout": args.attack_timeout, "loop_timeout": args.loop_timeout}
@@ -70,8 +73,7 @@ def config_from(args: argparse.Namespace) -> CertifyConfig:
 def certify_tasks(tasks: list[Task], args: argparse.Namespace,
                   on_task: Callable[[Task], None] | None = None) -> list[Task]:
     """Certified tasks (images built first); prints a table of the results."""
-    from repogym.agents.certify import certify
-    from repogym.images.repository import ensure_image
+    from repogym.agents.certify import certify  # the agents load only when certifying
 
     for task in {t.repo + t.base_commit: t for t in tasks}.values():
         ensure_image(task, progress=progress)

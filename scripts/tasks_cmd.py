@@ -16,6 +16,7 @@ from repogym.scripts.tasks_add import add_tasks_add_parser
 from repogym.scripts.tasks_certify import add_certify_parser
 from repogym.scripts.tasks_enrich import add_enrich_parser
 from repogym.suite import ALL, load_suite, select
+from repogym.tasks.harbor_format import export_task
 from repogym.tasks.validate import Validation, validate_task
 
 
@@ -83,8 +84,6 @@ def _runs(values: list[bool]) -> str:
 def export(args: argparse.Namespace) -> int:
     """``repogym tasks export harbor``: one Harbor task folder per task."""
     from pathlib import Path
-
-    from repogym.tasks.harbor_format import export_task
 
     tasks = select(load_suite(args.suite), ALL, args.task or (), where=f"suite {args.suite!r}")
     out = Path(args.out)

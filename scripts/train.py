@@ -53,7 +53,7 @@ def config_from_args(args: argparse.Namespace) -> TrainConfig:
 def run_train(args: argparse.Namespace) -> int:
     """Runs training; prints a summary line per update and a final JSON summary."""
     config = config_from_args(args)  # a bad value raises ValueError: the command line says
-    from repogym.agents.ppo.ppo import train
+    from repogym.agents.ppo.ppo import train  # torch, transformers: not for `train --help`
 
     def started() -> None:  # once the model loaded and the environments exist
         print(f"repogym train: {config.updates} updates of {config.episodes_per_update} "

@@ -20,14 +20,14 @@ __all__ = ["TrainConfig", "TrainResult", "train"]
 def train(config: TrainConfig,
           on_update: Callable[[dict[str, Any]], None] | None = None) -> TrainResult:
     """Runs PPO as configured; see `repogym.agents.ppo.ppo` for the algorithm."""
-    from repogym.agents.ppo.ppo import train as _train
+    from repogym.agents.ppo.ppo import train as _train  # torch, transformers: only to train
 
     return _train(config, on_update)
 
 
 def __getattr__(name: str) -> Any:
     if name == "TrainResult":
-        from repogym.agents.ppo.ppo import TrainResult
+        from repogym.agents.ppo.ppo import TrainResult  # torch, transformers: only when asked
 
         return TrainResult
     raise AttributeError(name)

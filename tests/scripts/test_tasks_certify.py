@@ -139,7 +139,7 @@ def test_an_incomplete_certificate_is_no_pass(monkeypatch: pytest.MonkeyPatch, t
     commands still said "1/1 tasks withstood every attack" (exit 0). The attacks themselves
     are the Docker tests; here, what the commands make of their result."""
     import repogym.agents.certify as certify_module
-    import repogym.images.repository as images
+    import repogym.scripts.tasks_certify as certify_command
 
     tasks = [Task(f"t-{i}", "r", "0" * 40, "Fix it.") for i in (1, 2)]
     attacks = {"t-1": {"a": Attack(), "b": Attack()},
@@ -155,7 +155,7 @@ def test_an_incomplete_certificate_is_no_pass(monkeypatch: pytest.MonkeyPatch, t
         return done
 
     monkeypatch.setattr(certify_module, "certify", fake)
-    monkeypatch.setattr(images, "ensure_image", lambda task, progress: None)
+    monkeypatch.setattr(certify_command, "ensure_image", lambda task, progress: None)
     suite = tmp_path / "suite"
     suite.mkdir()
     (suite / "tasks.jsonl").write_text("".join(json.dumps(t.to_dict()) + "\n" for t in tasks))
