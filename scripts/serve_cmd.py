@@ -11,9 +11,7 @@ from __future__ import annotations
 import argparse
 
 from repogym import settings
-from repogym.agents.gateway.gateway import bind
 from repogym.envs.curriculum import parse
-from repogym.envs.openenv.server import ServeConfig, build_app
 from repogym.errors import UsageError
 from repogym.scripts.output import progress
 from repogym.suite import load_suite
@@ -53,6 +51,11 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     import uvicorn
+
+    # what serving loads, never `repogym serve --help`: openenv-core brings gradio, pandas and
+    # MCP (thousands of modules, seconds), the gateway starlette and httpx
+    from repogym.agents.gateway.gateway import bind  # starlette, httpx
+    from repogym.envs.openenv.server import ServeConfig, build_app  # openenv-core
 
     if args.host not in ("127.0.0.1", "localhost", "::1") and not args.allow_remote:
         raise UsageError(f"--host {args.host} exposes the server beyond this machine; add "
