@@ -88,8 +88,9 @@ def _repogym_decoys(scope, hidden, functions, classes, wrap):
         return any(path[:len(owner)] == owner for path in hidden)
 
     def failing(method):
-        # a hidden test the class inherits from another file's class (the file's own bases
-        # are rewritten in its text): it runs, then fails, as the others do
+        # a hidden test the file's text does not write: inherited from another file's class
+        # (the file's own bases are rewritten in its text), or made by code (uritemplate's
+        # tests are set on the class from data): it runs, then fails, as the others do
         import functools
         import inspect
 
@@ -108,9 +109,9 @@ def _repogym_decoys(scope, hidden, functions, classes, wrap):
     def visit(cls, owner):
         names = hidden.get(owner, ())
         for name in wrap.get(owner, ()):
-            inherited = None if name in vars(cls) else getattr(cls, name, None)
-            if inspect_function(inherited):
-                setattr(cls, name, failing(inherited))
+            made = getattr(cls, name, None)  # inherited, or set on the class by code
+            if inspect_function(made):
+                setattr(cls, name, failing(made))
         patterns = ["test"] if testcase(cls) else functions
         seen = set()
         for klass in cls.__mro__:
@@ -220,8 +221,8 @@ def decoy_text(text: str, hidden: dict[tuple[str, ...], set[str]], functions: li
     """(the decoy's text, the hidden tests it defines or its classes inherit). Each hidden
     test keeps its own text, decorators and code, and fails once its body ran: a statement
     that fails is added after its last one, and each ``return`` fails before it returns.
-    Lines keep their numbers. A hidden test a class inherits from another file's class is
-    wrapped at import to fail after it ran.
+    Lines keep their numbers. A hidden test the text does not write (inherited from another
+    file's class, or made by code) is wrapped at import to fail after it ran.
     ``off``: the variable (name, value) that, set, makes the text behave as the original."""
     try:
         tree = ast.parse(text)

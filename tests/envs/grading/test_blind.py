@@ -361,25 +361,36 @@ INHERITED = textwrap.dedent("""\
 
     class OtherTests(Elsewhere, unittest.TestCase):
         pass
+
+
+    class MadeTests(unittest.TestCase):
+        pass
+
+
+    for case in ("one", "two"):
+        setattr(MadeTests, "test_" + case, lambda self: None)
     """)
 
 
 def test_a_decoy_fails_the_hidden_tests_a_class_inherits(tmp_path: Path) -> None:
     """addict 2.4: DictTests and ChildDictTests inherit every test from a base class of the
-    same file (cachetools: from a mixin in tests/__init__.py). Those decoys passed, the decoy
-    run exited 0, and every grade was invalid: no candidate was kept."""
+    same file (cachetools: from a mixin in tests/__init__.py; uritemplate 4.2: its tests are
+    set on the class from data). Those decoys passed, the decoy run exited 0, and every grade
+    was invalid: no candidate was kept."""
     hidden = disguise.hidden_by_file([
         "test_x.py::DictTests::test_same_file", "test_x.py::ChildTests::test_same_file",
-        "test_x.py::OtherTests::test_elsewhere"])["test_x.py"]
+        "test_x.py::OtherTests::test_elsewhere", "test_x.py::MadeTests::test_one"]
+                                      )["test_x.py"]
     text, expected = disguise.decoy_text(INHERITED, hidden, ["test"], ["Test"])
     assert expected == ["ChildTests::test_same_file", "DictTests::test_same_file",
-                        "OtherTests::test_elsewhere"]
+                        "MadeTests::test_one", "OtherTests::test_elsewhere"]
     (tmp_path / "helpers.py").write_text(
         "class Elsewhere(object):\n    def test_elsewhere(self):\n        pass\n")
     (tmp_path / "test_x.py").write_text(text)
     assert run_pytest(tmp_path, "test_x.py") == {
         "test_x.py::DictTests::test_same_file": "FAILED",
         "test_x.py::ChildTests::test_same_file": "FAILED",
-        "test_x.py::OtherTests::test_elsewhere": "FAILED"}
+        "test_x.py::OtherTests::test_elsewhere": "FAILED",
+        "test_x.py::MadeTests::test_one": "FAILED"}
     (tmp_path / "test_x.py").write_text(INHERITED)
     assert set(run_pytest(tmp_path, "test_x.py").values()) == {"PASSED"}
