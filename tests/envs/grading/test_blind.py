@@ -110,11 +110,12 @@ def test_a_decoy_keeps_the_test_s_own_code(tmp_path: Path) -> None:
     # the decoys too: no wrapper stands between pytest and the test's own function
     text, _ = disguise.decoy_text(TESTS, disguise.hidden_by_file(HIDDEN)["tests/test_x.py"],
                                   ["test"], ["Test"])
-    namespace: dict[str, Any] = {}
+    namespace: dict[str, Any] = {"__name__": "test_x"}
     exec(compile(text, "test_x.py", "exec"), namespace)
     assert "a" in namespace["test_hidden"].__code__.co_varnames
     assert not hasattr(namespace["test_hidden"], "__wrapped__")
-    assert "test_other" not in namespace and "TestUnrelated" not in namespace
+    # a class of no hidden test stays (other test files may import it), without its tests
+    assert "test_other" not in namespace and namespace["TestUnrelated"].test_z is None
 
 
 def git_repo(root: Path, files: dict[str, str]) -> Path:
@@ -394,3 +395,47 @@ def test_a_decoy_fails_the_hidden_tests_a_class_inherits(tmp_path: Path) -> None
         "test_x.py::MadeTests::test_one": "FAILED"}
     (tmp_path / "test_x.py").write_text(INHERITED)
     assert set(run_pytest(tmp_path, "test_x.py").values()) == {"PASSED"}
+
+
+def test_decoys_across_files_keep_what_other_test_files_import_and_inherit(
+        tmp_path: Path) -> None:
+    """itsdangerous 2.2: test_url_safe.py imports TestSerializer from test_serializer.py, and
+    TestTimestampSigner (test_timed.py) inherits its tests from TestSigner (test_signer.py).
+    With both files decoys, test_serializer's decoy deleted the class (test_url_safe.py
+    failed to import) and test_signer's dropped the methods a subclass elsewhere inherits as
+    its hidden tests (never reported): the decoy run's check failed the gold patch."""
+    base = textwrap.dedent("""\
+        class TestSigner:
+            def test_own(self):
+                pass
+
+            def test_shared(self):
+                pass
+
+
+        class TestLonely:
+            def test_alone(self):
+                pass
+        """)
+    sub = textwrap.dedent("""\
+        from test_base import TestLonely, TestSigner
+
+
+        class TestTimed(TestSigner):
+            def test_mine(self):
+                pass
+        """)
+    # pytest collects an imported test class in the importing file too
+    ids = ["test_base.py::TestSigner::test_own", "test_sub.py::TestTimed::test_shared",
+           "test_sub.py::TestTimed::test_mine", "test_sub.py::TestLonely::test_alone"]
+    hidden = disguise.hidden_by_file(ids)
+    for name, text in (("test_base.py", base), ("test_sub.py", sub)):
+        decoy, expected = disguise.decoy_text(text, hidden[name], ["test"], ["Test"])
+        assert sorted(f"{name}::{e}" for e in expected) == sorted(
+            i for i in ids if i.startswith(name))
+        (tmp_path / name).write_text(decoy)
+    assert run_pytest(tmp_path, "test_base.py", "test_sub.py") == {
+        "test_base.py::TestSigner::test_own": "FAILED",
+        "test_sub.py::TestTimed::test_shared": "FAILED",
+        "test_sub.py::TestTimed::test_mine": "FAILED",
+        "test_sub.py::TestLonely::test_alone": "FAILED"}
