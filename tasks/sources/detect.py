@@ -233,6 +233,10 @@ def _extra_packages(pyproject: dict[str, Any], setup_py: str, tox: configparser.
     if tox.has_option("testenv", "deps"):
         for line in tox.get("testenv", "deps").splitlines():
             line = line.split("#", 1)[0].strip()
+            # a factor's dependency, `py311,unidecode: Unidecode>=1.1.1`: the requirement
+            # (python-slugify 9.2: pip read "unidecode: pip" as one and every setup failed)
+            factor = re.match(r"^!?[\w.-]+(?:\s*,\s*!?[\w.-]+)*\s*:\s+(\S.*)$", line)
+            line = factor.group(1) if factor else line
             if line and not re.search(r"[{}]|^-", line):
                 found.append(line)
     found += [plugin for option, plugin in PLUGIN_OPTIONS.items() if option in config_text]

@@ -178,3 +178,20 @@ def test_test_files_discovery_would_miss_are_named_in_the_command(tmp_path: Path
         other = tmp_path / f"repo{len(extra)}-{sorted(extra)[0].replace('/', '_')}"
         assert detect_environment(tree(other, {**files, **extra})).test_cmd == \
             "python -m pytest -rA"
+
+
+def test_tox_factor_dependencies_are_requirements(tmp_path: Path) -> None:
+    """python-slugify 9.2's tox.ini: `unidecode: pip`, `anyascii: anyascii>=0.3.2` (a factor,
+    then the requirement); pip was given "unidecode: pip" and every setup failed."""
+    files = {
+        "setup.py": "from setuptools import setup\nsetup(name='s')\n",
+        "tox.ini": "[testenv]\ndeps =\n    pytest>=8\n    unidecode: pip\n"
+                   "    py311,anyascii: anyascii>=0.3.2\n    !pypy: six\n"
+                   "    pkg @ https://example.invalid/pkg.tar.gz\n",
+        "tests/test_s.py": "def test_x():\n    pass\n",
+    }
+    setup = " ".join(detect_environment(tree(tmp_path, files)).setup)
+    for requirement in ("'pytest>=8'", " pip", "'anyascii>=0.3.2'", " six",
+                        "'pkg @ https://example.invalid/pkg.tar.gz'"):
+        assert requirement in setup, setup
+    assert ":" not in setup.replace("https:", ""), setup
