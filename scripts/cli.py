@@ -80,6 +80,12 @@ def _add_command(sub: argparse._SubParsersAction, name: str, module: str, help_t
     try:
         mod = importlib.import_module(module)
     except ImportError as exc:  # an optional extra (train) may be missing
+        if (exc.name or "").split(".")[0] == "repogym":  # the package itself is incomplete
+            raise BrokenInstall(
+                f"repogym {name}: this installation of repogym lacks its own module "
+                f"{exc.name} (an editable install made before the checkout gained it?): "
+                "install it again (pip install -e . in the checkout, or pip install "
+                "repogym)") from exc
         missing = sub.add_parser(name, help=f"{help_text} (unavailable: {exc})")
         missing.set_defaults(func=_unavailable(name, exc))
         return
@@ -101,8 +107,16 @@ class MissingExtra(Exception):
     """A command's optional dependencies are not installed."""
 
 
+class BrokenInstall(Exception):
+    """A module of repogym itself does not import: the installation is out of date."""
+
+
 def main(argv: list[str] | None = None) -> int:
-    parser = build_parser(argv)
+    try:
+        parser = build_parser(argv)
+    except BrokenInstall as exc:
+        print(f"repogym: error: {exc}", file=sys.stderr)
+        return FAILED
     args = parser.parse_args(argv)
     if not getattr(args, "func", None):
         parser.print_help()

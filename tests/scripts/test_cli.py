@@ -178,3 +178,20 @@ def test_show_names_the_episode_a_branch_forked_from(capsys: pytest.CaptureFixtu
     assert main(["show", str(recorder.path)]) == 0
     out = capsys.readouterr().out
     assert "fork: from snapshot s1 at step 3 of a.jsonl\n" in out
+
+
+def test_a_module_of_repogym_that_does_not_import_is_a_broken_install(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """An editable install made before the checkout gained a package (images/, sandbox/) fails
+    to import repogym's own modules: that is said as such, not as a missing optional extra
+    (`pip install 'repogym[train]'`) with an empty `--help`."""
+    (tmp_path / "needs_an_extra.py").write_text("import no_such_package_xyz\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setitem(cli.COMMANDS, "gone", ("repogym.scripts.no_such_module", "gone"))
+    monkeypatch.setitem(cli.COMMANDS, "extra", ("needs_an_extra", "needs an extra"))
+    assert cli.main(["gone", "--help"]) == cli.FAILED
+    err = capsys.readouterr().err
+    assert "lacks its own module repogym.scripts.no_such_module" in err and "install it" in err
+    assert cli.main(["extra"]) == cli.FAILED
+    assert "pip install 'repogym[train]'" in capsys.readouterr().err
