@@ -2,13 +2,13 @@
 
 Every ``python``, ``console`` and ``bash`` block of README.md and docs/*.md runs here, against
 the demo suite, in real Docker: a page's blocks in order, in one scratch folder that sees the
-checkout's ``tasks/`` and ``docs/`` (examples name ``tasks/demo/src/textkit`` and
-``docs/examples/``), so a later block may use what an earlier one wrote. A console block runs
-its ``$`` lines (a line ending in ``\\`` goes on); a command ending in ``&`` runs in the
-background until the page's last block has run (its output redirected to a file, as a reader
-would). A block that cannot run here (a GPU, a cluster, data from the network) says why on the
-line above it: ``<!-- not run: why -->``. Blocks of other languages (``text``, ``yaml``,
-``json``) are output or files, not commands.
+checkout's ``tasks/``, ``docs/`` and ``tools/`` (examples name ``tasks/demo/src/textkit``,
+``docs/examples/`` and ``tools/corpus.py``), so a later block may use what an earlier one
+wrote. A console block runs its ``$`` lines (a line ending in ``\\`` goes on); a command ending
+in ``&`` runs in the background until the page's last block has run (its output redirected to a
+file, as a reader would). A block that cannot run here (a GPU, a cluster, data from the
+network) says why on the line above it: ``<!-- not run: why -->``. Blocks of other languages
+(``text``, ``yaml``, ``json``) are output or files, not commands.
 """
 
 from __future__ import annotations
@@ -180,7 +180,7 @@ PAGES_WITH_EXAMPLES = [pytest.param(page, marks=pytest.mark.xdist_group(f"docs:{
 @pytest.mark.timeout(3600)
 @pytest.mark.parametrize("page", PAGES_WITH_EXAMPLES)
 def test_the_examples_of_a_page_run(page: str, tmp_path: Path) -> None:
-    for name in ("tasks", "docs"):
+    for name in ("tasks", "docs", "tools"):
         (tmp_path / name).symlink_to(ROOT / name)
     env = _environment()
     try:
