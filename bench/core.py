@@ -16,6 +16,7 @@ from repogym.envs.swe_env import SWEEnv
 from repogym.errors import RepogymError
 from repogym.progress import Progress
 from repogym.sandbox.docker import DockerSandbox
+from repogym.sandbox.pool import SandboxPool
 from repogym.schema import Task
 
 
@@ -128,6 +129,22 @@ def ready_count(env: gym.Env[Any, Any], role: str = "agent") -> int:
     if pool is None or image is None:
         return 0
     return int(pool.ready_count(image.tag, role))
+
+
+def settle(envs: list[gym.Env[Any, Any]], seconds: float = 120.0) -> None:
+    """Waits until no env's pool starts, resets or removes a container in the background, and
+    every ready grading container's waiting pytest processes imported pytest: a sample taken
+    meanwhile would time that work too (on two cores one container's start is most of a
+    grade), and the envs of one comparison would weigh on each other's samples."""
+    local = [(e, p) for e, p in ((e, env_pool(e)) for e in envs) if isinstance(p, SandboxPool)]
+    wait_for(lambda: not any(p.busy() for _, p in local), seconds,
+             "the pools' background work")
+    for env, pool in local:
+        image = getattr(env.unwrapped, "image", None)
+        for box in pool.ready_boxes(image.tag, "grader") if image is not None else []:
+            for process in (getattr(box, "pytest", None), getattr(box, "decoy_pytest", None)):
+                if process is not None:
+                    process.wait_ready(seconds)
 
 
 def ms(seconds: list[float]) -> list[float]:

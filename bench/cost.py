@@ -21,6 +21,7 @@ from repogym.bench.core import (
     make_env,
     ready_count,
     row,
+    settle,
     timed,
     wait_for,
 )
@@ -73,17 +74,21 @@ def _env_submits(ctx: Context, n: int, graders: dict[str, GraderConfig | None]
     try:
         for _ in range(n):
             for name, env in envs.items():
-                resolved[name] += _one_submit(ctx, env, out[name])
+                resolved[name] += _one_submit(ctx, env, out[name], list(envs.values()))
     finally:
         for env in envs.values():
             close_env(ctx, env)
     return {name: (out[name], f"gold patch resolved {resolved[name]}/{n}") for name in graders}
 
 
-def _one_submit(ctx: Context, env: Any, out: dict[str, list[float]]) -> bool:
+def _one_submit(ctx: Context, env: Any, out: dict[str, list[float]],
+                envs: list[Any] | None = None) -> bool:
+    """One timed submit of the gold patch; ``envs``: every env of the comparison, settled
+    before the clock starts (``settle``)."""
     env.reset(seed=0)
     _apply_gold(ctx, env)
     wait_for(lambda: ready_count(env, "grader") >= 1, what="a warm grading container")
+    settle(envs or [env])
     seconds, (_, _, _, _, info) = timed(lambda: env.step({"tool": "submit"}))
     report = info["grading"]
     out["submit"].append(seconds)

@@ -310,6 +310,17 @@ class SandboxPool:
         ready = self._ready.get((image, role))
         return 0 if ready is None else ready.qsize()
 
+    def ready_boxes(self, image: str, role: str = "agent") -> list[DockerSandbox]:
+        """The containers of ``image`` ready to hand out now (a snapshot; they stay ready)."""
+        ready = self._ready.get((image, role))
+        return [] if ready is None else list(ready.queue)
+
+    def busy(self) -> bool:
+        """Whether a container is being started, reset or removed in the background."""
+        with self._lock:
+            threads = [*self._fillers.values(), *self._workers]
+        return any(t.is_alive() for t in threads)
+
     def counts(self) -> dict[str, int]:
         """Containers held, over every image and role: ready, being reset, being started."""
         with self._changed:
