@@ -3,6 +3,12 @@
 from __future__ import annotations
 
 import shlex
+import threading
+from collections.abc import Callable
+from concurrent.futures import Future
+from typing import Generic, TypeVar
+
+T = TypeVar("T")
 
 # git settings an agent could have planted in the repository's config, turned off.
 _SAFE_GIT = (
@@ -44,3 +50,21 @@ def restart_note(reason: str, cwd: str) -> str:
         f"[the shell died ({reason}); a new shell was started in {cwd}. "
         "Exported variables from before are gone; files are kept.]"
     )
+
+
+class Later(Generic[T]):
+    """``fn()`` run in a thread of its own from now on; ``result()`` waits for it and gives
+    what it returned, or raises what it raised."""
+
+    def __init__(self, fn: Callable[[], T]):
+        self._future: Future[T] = Future()
+        threading.Thread(target=self._run, args=(fn,), daemon=True).start()
+
+    def _run(self, fn: Callable[[], T]) -> None:
+        try:
+            self._future.set_result(fn())
+        except BaseException as exc:  # noqa: BLE001  # handed to the caller of result()
+            self._future.set_exception(exc)
+
+    def result(self, timeout: float | None = None) -> T:
+        return self._future.result(timeout)

@@ -409,9 +409,11 @@ def where(request: dict[str, Any], root: str) -> dict[str, Any]:
         out.update(folder=os.path.dirname(named_files[0]), named=True)
         out["notes"].append("next to the test files the run names")
         if paths:  # the command's own paths are collected too
-            out["files"] = named_files + listed_files(root, list(request.get("added", [])))
+            out["listed"] = listed_files(root, list(request.get("added", [])))
+            out["files"] = named_files + out["listed"]
         return out
-    out["files"] = listed_files(root, list(request.get("added", [])))
+    out["listed"] = listed_files(root, list(request.get("added", [])))
+    out["files"] = list(out["listed"])
     if paths:  # adding a path to those the command names narrows nothing
         roots, origin = [p.split("::")[0].rstrip("/") or "." for p in paths], "its paths"
     else:
@@ -438,9 +440,11 @@ def where(request: dict[str, Any], root: str) -> dict[str, Any]:
     return out
 
 
-def plan(request: dict[str, Any], root: str = ROOT) -> dict[str, Any]:
-    """Where the canary goes, its names and text, and what the command line must add."""
-    w = where(request, root)
+def plan(request: dict[str, Any], root: str = ROOT, w: dict[str, Any] | None = None
+         ) -> dict[str, Any]:
+    """Where the canary goes, its names and text, and what the command line must add
+    (``w``: ``where``'s answer, when it was asked already; this changes it)."""
+    w = where(request, root) if w is None else w
     folder = "" if w["folder"] in (".", "") else w["folder"].strip("/")
     words = list(request["words"])
     # pytest's default import mode cannot hold two test modules of one name outside packages
@@ -472,9 +476,10 @@ def plan(request: dict[str, Any], root: str = ROOT) -> dict[str, Any]:
             "plugins": w["plugins"], "note": "; ".join(w["notes"])}
 
 
-def plant(request: dict[str, Any], root: str = ROOT) -> dict[str, Any]:
+def plant(request: dict[str, Any], root: str = ROOT, w: dict[str, Any] | None = None
+          ) -> dict[str, Any]:
     """Writes the canary file (root's, like the folders on the way to it)."""
-    where = plan(request, root)
+    where = plan(request, root, w)
     full = os.path.join(root, where["path"])
     folder = os.path.dirname(full)
     os.makedirs(folder, exist_ok=True)
@@ -491,15 +496,20 @@ def plant(request: dict[str, Any], root: str = ROOT) -> dict[str, Any]:
 
 
 def disguise_tests(request: dict[str, Any], result: dict[str, Any], root: str = ROOT,
-                   install: bool = False) -> dict[str, Any]:
+                   install: bool = False, config: dict[str, Any] | None = None
+                   ) -> dict[str, Any]:
     """Gives the named test files new names and prepares the decoys (``disguise.py``, sent
     with this file), after the canary is planted so that no name is taken twice; with
-    ``install``, puts the decoys at their own paths."""
+    ``install``, puts the decoys at their own paths. ``config``: ``where``'s answer, when it
+    was asked already (planting a canary changes neither the configuration nor git's index)."""
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
     import disguise  # type: ignore[import-not-found]  # the copy sent with this file
 
-    config = where(request, root)
-    taken = {os.path.basename(p) for p in listed_files(root, list(request.get("added", [])))}
+    config = where(request, root) if config is None else config
+    listed = config.get("listed")
+    if listed is None:
+        listed = listed_files(root, list(request.get("added", [])))
+    taken = {os.path.basename(p) for p in listed}
     taken.add(os.path.basename(result.get("path", "")))
     report: dict[str, Any] = disguise.apply(request, root, config, taken, file_name)
     if install:
@@ -510,15 +520,19 @@ def disguise_tests(request: dict[str, Any], result: dict[str, Any], root: str = 
 def main() -> None:
     with open(sys.argv[1], encoding="utf-8") as f:
         request = json.load(f)
+    # where the run collects is asked once: the canary's plan changes its copy, the
+    # disguise reads the answer as it was
+    config: dict[str, Any] | None = None
     try:
-        result = plant(request)
+        config = where(request, ROOT)
+        result = plant(request, ROOT, json.loads(json.dumps(config)))
     except Unplantable as exc:
         result = {"error": str(exc)}
     except Exception as exc:  # a report, not a traceback: the grader says why
         result = {"error": f"{type(exc).__name__}: {exc}"}
     if request.get("disguise") and "error" not in result:
         try:
-            result["disguise"] = disguise_tests(request, result, install=True)
+            result["disguise"] = disguise_tests(request, result, install=True, config=config)
         except Exception as exc:
             result["disguise"] = {"error": f"{type(exc).__name__}: {exc}"}
     print("__RG_CANARY=" + json.dumps(result), flush=True)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import re
+import secrets
 import shlex
 import time
 from typing import TYPE_CHECKING, Any
@@ -72,6 +73,7 @@ class PytestRun:
         # the decoy run collecting while the test run goes on (in the spare), once started
         self.decoy: WarmPytest | None = None
         self.overlap = self._overlap()
+        self.asked: WarmPytest | None = None  # the warm process whose exit status is asked
 
     def root(self, script: str, timeout: float = 120, data: bytes = b"",
              end_user: bool = False) -> tuple[int, str]:
@@ -222,7 +224,6 @@ class PytestRun:
                 files, self._pytest_options(), changed_modules(self._kept_python()),
                 self.box.pytest, self._run_env(), with_decoy=decoy)
         report.test_seconds = time.monotonic() - start
-        report.exit_code = result.exit_code
         report.timed_out = result.timed_out
         if result.timed_out and self.decoy is not None:  # no decoy run: it goes too
             self.decoy, self.spare = None, None
@@ -231,6 +232,7 @@ class PytestRun:
         report.log_tail = marks.log[-4000:]
         with report.timed("collect"):
             junit = self._after_tests(result.timed_out)
+            report.exit_code = self._exit_status(result).exit_code
         return marks.log, junit
 
     def _run_env(self) -> dict[str, str]:
@@ -257,13 +259,14 @@ class PytestRun:
 
     def _execute(self, files: list[str], opts: list[str], imports: list[str],
                  warm: WarmPytest | None, env: dict[str, str], with_decoy: bool = False,
-                 ) -> tuple[ExecResult, bool]:
+                 decoy_run: bool = False) -> tuple[ExecResult, bool]:
         """One run of the task's test command on ``files``: in the pytest imported ahead of
         time when the command is plain pytest (the second value says so), else in a new
         process. ``imports``: the modules the import check tries after the tests; ``env``:
         variables for the run. ``with_decoy``: the decoy run starts in the spare at the same
         time (both wait until both plugins took their keys) and stops once it has collected
-        (``decoy_run`` lets it go on)."""
+        (``decoy_run`` lets it go on). ``decoy_run``: this is the decoy run, after the test
+        run."""
         cmd = self.task.environment
         config = self.grader.config
         timeout = config.timeout or cmd.timeout
@@ -278,7 +281,9 @@ class PytestRun:
             plugin = ((reporter.PLUGIN, f"{reporter.PLUGIN_DIR}/{reporter.PLUGIN}.py")
                       if self.channels else None)
             decoy = self.spare if with_decoy else None
-            warm.send([*args, *opts, *files], form, imports, plugin, env, hold=decoy is not None)
+            # the decoy run's process is not waited for past pytest's return (``finish``)
+            warm.send([*args, *opts, *files], form, imports, plugin, env,
+                      hold=decoy is not None, done=secrets.token_hex(8) if decoy_run else "")
             if decoy is not None:
                 assert self.disguise is not None
                 decoy_opts = [*self._decoy_options(),
@@ -286,7 +291,7 @@ class PytestRun:
                 named = self.disguise.decoy_args(self.grader.rng)
                 decoy.send([*args, *decoy_opts, *named], form, [], plugin,
                            {**self.channels[1].env(), **self._decoy_env()}, hold=True,
-                           gate=True)
+                           gate=True, done=secrets.token_hex(8))
                 # neither process runs code of the repository before both took their keys
                 if warm.loaded(60.0) and decoy.loaded(60.0):
                     self.decoy = decoy
@@ -294,7 +299,9 @@ class PytestRun:
                     self.spare = None
                 decoy.go()
                 warm.go()
-            return warm.finish(self.box, timeout, config.log_limit, self.end_user), True
+            self.asked = warm
+            return warm.finish(self.box, timeout, config.log_limit, self.end_user,
+                               code_later=True), True
         command = f"{state_outside(cmd.test_cmd)} {shlex.join(opts)} {shlex.join(files)}"
         exports = dict(env)
         if self.channels:
@@ -358,6 +365,12 @@ class PytestRun:
         return (_start_time(self.spare.pid, "__rg_now")
                 + f'if [ -n "$__rg_now" ] && [ "$__rg_now" = "{self.spare_start}" ]; ')
 
+    def _exit_status(self, result: ExecResult) -> ExecResult:
+        """``result`` with its exit status: a warm process's is asked of the engine while the
+        next root script runs (``WarmPytest.finish``'s ``code_later``)."""
+        asked, self.asked = self.asked, None
+        return asked.exit_status(result) if asked is not None else result
+
     def _kept_python(self) -> list[str]:
         return kept_python(self.changed, self.report.stripped)
 
@@ -376,18 +389,22 @@ class PytestRun:
         with self.report.timed("decoy"):
             if self.decoy is not None:
                 self.decoy.go()
-                result = self.decoy.finish(self.box, timeout, config.log_limit, self.end_user)
+                self.asked = self.decoy
+                result = self.decoy.finish(self.box, timeout, config.log_limit, self.end_user,
+                                           code_later=True)
                 self.report.decoy_warm = True
                 self.report.decoy_seconds = time.monotonic() - self.decoy.started
             else:
                 start = time.monotonic()
                 result, self.report.decoy_warm = self._execute(
                     self.disguise.decoy_args(self.grader.rng), self._decoy_options(), [], spare,
-                    {**(channel.env() if channel is not None else {}), **self._decoy_env()})
+                    {**(channel.env() if channel is not None else {}), **self._decoy_env()},
+                    decoy_run=True)
                 self.report.decoy_seconds = time.monotonic() - start
         with self.report.timed("collect"):
             _, out = self.root(channel.stop_script() if channel is not None else ":",
                                timeout=60, end_user=True)
+            result = self._exit_status(result)
         records = channel.read(out) if channel is not None else Records(ended=True)
         if channel is not None:
             self.records.append(records)

@@ -23,15 +23,17 @@ import shlex
 import socket
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from repogym.sandbox.base import ExecResult
 from repogym.sandbox.client import engine_errors
 from repogym.sandbox.docker import DockerSandbox
-from repogym.sandbox.shell import OutputCapture
+from repogym.sandbox.shell import MarkerCapture, OutputCapture
 from repogym.sandbox.transport import FrameReader, exit_code
+from repogym.sandbox.util import Later
 
 READY = "__RG_PYTEST_READY"
+PENDING = -1  # an ExecResult's exit_code while the engine is still being asked for it
 LOADED = b"__RG_PYTEST_LOADED"
 
 # Imports the packages the agent changed; prints those that come from outside /testbed (an
@@ -131,8 +133,12 @@ if request["imports"]:
     except BaseException:
         ok = False
     sys.stdout.write("\n__RG_IMPORTS=%d\n" % (0 if ok else 1))
+code = code if 0 <= code < 256 else 1
 sys.stdout.flush(); sys.stderr.flush()
-sys.exit(code if 0 <= code < 256 else 1)  # a normal exit: atexit handlers run as they would
+if request.get("done"):  # the host may stop reading here and end the process
+    sys.stdout.write("\n__RG_PYTEST_DONE_%s %d\n" % (request["done"], code))
+    sys.stdout.flush()
+sys.exit(code)  # a normal exit: atexit handlers run as they would
 """
 
 
@@ -161,6 +167,8 @@ class WarmPytest:
     keep: object = None  # the engine's response object behind ``sock`` (see Runner.start)
     started: float = 0.0  # when the request went
     early: bytes = b""  # output read while waiting for LOADED
+    _code: Later[int] | None = None  # finish(code_later=True)'s inquiry of the exit status
+    done: str = ""  # the word of the run's "pytest returned" line (``send``)
 
     @classmethod
     def start(cls, box: DockerSandbox, env: dict[str, str]) -> WarmPytest:
@@ -206,13 +214,15 @@ class WarmPytest:
 
     def send(self, args: list[str], form: str, imports: list[str],
              plugin: tuple[str, str] | None = None, env: dict[str, str] | None = None,
-             hold: bool = False, gate: bool = False) -> None:
+             hold: bool = False, gate: bool = False, done: str = "") -> None:
         """Sends the run's request (``run``'s arguments). The process waits for ``go``: with
         ``hold``, once its plugin took its key (``loaded`` says when); with ``gate``, once its
-        tests are collected."""
+        tests are collected. With ``done`` (a word new for the run), it says when pytest
+        returned and with what status, before the interpreter's own exit (``finish``)."""
         self.started = time.monotonic()
+        self.done = done
         request = {"args": args, "form": form, "imports": imports, "plugin": plugin,
-                   "env": env or {}, "hold": hold, "gate": gate}
+                   "env": env or {}, "hold": hold, "gate": gate, "done": done}
         self.sock.sendall(json.dumps(request).encode() + b"\n")
 
     def loaded(self, timeout: float) -> bool:
@@ -236,14 +246,29 @@ class WarmPytest:
             pass  # it is gone: ``finish`` reads what it left
 
     def finish(self, box: DockerSandbox, timeout: float, limit: int,
-               end_user: Callable[[], None]) -> ExecResult:
-        """Reads the run's output to its end (see ``run``)."""
+               end_user: Callable[[], None], code_later: bool = False) -> ExecResult:
+        """Reads the run's output to its end (see ``run``). With ``code_later``, the engine is
+        asked for the exit status in the background (a round trip of the engine's API while
+        the grader's next script runs): the result's ``exit_code`` is ``PENDING`` until
+        ``exit_status`` gives it.
+
+        A run sent with ``done`` is over once the process says pytest returned: its status is
+        the one said, and the interpreter's exit (a few hundredths of a second with pytest
+        loaded; what atexit handlers print) is not waited for. The caller's next root script
+        ends the process with the rest of the user's. The line is the process's word, as
+        its exit status is: code in it can say it early, and then has not run its tests."""
         start = self.started or time.monotonic()
-        capture = OutputCapture(limit)
-        capture.add(self.early.replace(LOADED + b"\n", b"", 1))
+        capture: OutputCapture = (MarkerCapture(limit, f"__RG_PYTEST_DONE_{self.done} ".encode())
+                                  if self.done else OutputCapture(limit))
+        said: bytes | None = None
+        early = self.early.replace(LOADED + b"\n", b"", 1)
+        if isinstance(capture, MarkerCapture):
+            said = capture.feed(early)
+        else:
+            capture.add(early)
         timed_out = False
         deadline = time.monotonic() + timeout
-        while True:
+        while said is None:
             left = deadline - time.monotonic()
             if left <= 0 and timed_out:
                 break  # killed, yet the stream did not end: give up on it
@@ -255,13 +280,37 @@ class WarmPytest:
             if select.select([self.sock], [], [], left)[0]:
                 if not self.reader.fill():
                     break
-                capture.add(self.reader.take())
-        capture.add(self.reader.take())
+                chunk = self.reader.take()
+                if isinstance(capture, MarkerCapture):
+                    said = capture.feed(chunk)
+                else:
+                    capture.add(chunk)
+        if isinstance(capture, MarkerCapture):
+            if said is None:  # the stream ended first: what was held back is output too
+                said = capture.feed(self.reader.take())
+                capture.add(capture.pending)
+        else:
+            capture.add(self.reader.take())
         self.close()
-        code = 137 if timed_out else exit_code(box.client.api, self.exec_id, "pytest")
+        if timed_out:
+            code = 137
+        elif said is not None and said.strip().isdigit():
+            code = int(said.strip())
+        elif code_later:
+            self._code = Later(lambda: exit_code(box.client.api, self.exec_id, "pytest"))
+            code = PENDING
+        else:
+            code = exit_code(box.client.api, self.exec_id, "pytest")
         output, truncated = capture.text()
         return ExecResult(output, code, timed_out=timed_out, truncated=truncated,
                           n_bytes=capture.total, duration=time.monotonic() - start)
+
+    def exit_status(self, result: ExecResult) -> ExecResult:
+        """``result`` with its exit status, once ``finish(code_later=True)``'s inquiry is back
+        (what it raised is raised here)."""
+        if result.exit_code != PENDING or self._code is None:
+            return result
+        return replace(result, exit_code=self._code.result())
 
     def close(self) -> None:
         try:
