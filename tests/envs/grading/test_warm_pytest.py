@@ -87,3 +87,27 @@ def test_pytest_shadowed_by_the_repository_is_refused(toy_image: str) -> None:
         assert WarmPytest.start(box, TEST_ENV).wait_ready(30)
     finally:
         box.close()
+
+
+@pytest.mark.docker
+def test_a_run_sent_with_done_ends_at_pytests_return(toy_image: str) -> None:
+    """The decoy run's form: the status is pytest's, said when it returned; what the
+    interpreter's exit does after (an atexit handler's output, its own exit status) is not
+    waited for. Without ``done`` the process's exit is the run's end, as before."""
+    box = DockerSandbox(SandboxConfig(image=toy_image, role="grader"))
+    try:
+        box.run("mkdir -p late && printf '%s\\n' 'import atexit, os, sys' "
+                "'atexit.register(lambda: (print(\"AFTER EXIT\", flush=True), os._exit(0)))' "
+                "'def test_fails():' '    assert False' > late/test_late.py", timeout=30)
+        results = {}
+        for done in ("", "f00d"):
+            warm = WarmPytest.start(box, TEST_ENV)
+            assert warm.wait_ready(30)
+            warm.send(["-p", "no:cacheprovider", "late/test_late.py"], "module", [], done=done)
+            results[done] = warm.finish(box, 60, 100_000, lambda: None)
+        plain, quick = results[""], results["f00d"]
+        assert plain.exit_code == 0 and "AFTER EXIT" in plain.output  # the atexit handler's
+        assert quick.exit_code == 1 and "1 failed" in quick.output  # pytest's own status
+        assert "AFTER EXIT" not in quick.output and "__RG_PYTEST_DONE" not in quick.output
+    finally:
+        box.close()
