@@ -243,8 +243,11 @@ class PytestRun:
     def _pytest_options(self) -> list[str]:
         if not self.pytest:
             return []
+        # a file that does not collect does not stop the run: the canaries still run, and its
+        # tests count as errors (the verdict reads the run as pytest's plain run would end)
         return ["-p", "no:cacheprovider", "-o", "addopts=", "-o", "junit_family=xunit1",
-                f"--junitxml={OUT}/junit.xml", "--rootdir=/testbed"]
+                f"--junitxml={OUT}/junit.xml", "--rootdir=/testbed",
+                "--continue-on-collection-errors"]
 
     def _decoy_options(self) -> list[str]:
         # every decoy fails: no traceback of theirs is of use, and formatting them costs

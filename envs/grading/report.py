@@ -38,6 +38,9 @@ class GradingReport:
     canaries: dict[str, str] = field(default_factory=dict)
     canary_note: str = ""  # where the canaries went and why there, or why there are none
     statuses: dict[str, str] = field(default_factory=dict)
+    # test files that failed to collect: their tests errored; pytest's plain run would have
+    # stopped there (nothing passes), so the run does not resolve
+    collection_errors: list[str] = field(default_factory=list)
     swebench_status: str = ""
     exit_code: int | None = None
     timed_out: bool = False

@@ -19,10 +19,19 @@ def expected(report: GradingReport, task: Task, statuses: dict[str, str],
     """Records the statuses (less ``leave_out``, the canaries) and the task's lists' statuses
     (from ``view``) in ``report``; returns the expected tests that did not run, after
     invalidating the run for them: the whole expected set must run, and an uncollected test is
-    no proof of tampering (a broken import does it too), so there is no flag."""
+    no proof of tampering (a broken import does it too), so there is no flag. A test whose
+    file failed to collect (``report.collection_errors``) did run, and errored: the code under
+    test broke its module's import, which is a failure of that code, not of the run."""
     report.statuses = {t: s for t, s in statuses.items() if t not in leave_out}
-    report.fail_to_pass = {t: view.get(t, "MISSING") for t in task.FAIL_TO_PASS}
-    report.pass_to_pass = {t: view.get(t, "MISSING") for t in task.PASS_TO_PASS}
+
+    def status(test: str) -> str:
+        found = view.get(test)
+        if found is None and in_files(test, report.collection_errors):
+            return "ERROR"
+        return found or "MISSING"
+
+    report.fail_to_pass = {t: status(t) for t in task.FAIL_TO_PASS}
+    report.pass_to_pass = {t: status(t) for t in task.PASS_TO_PASS}
     missing = [t for t, s in {**report.fail_to_pass, **report.pass_to_pass}.items()
                if s == "MISSING"]
     if missing:
@@ -52,3 +61,15 @@ def score(report: GradingReport, task: Task, view: dict[str, str], missing: list
                        and report.swebench_status == "RESOLVED_FULL"
                        and len(f2p_ok) == len(task.FAIL_TO_PASS) and bool(task.FAIL_TO_PASS)
                        and (not explicit_p2p or len(p2p_ok) == len(task.PASS_TO_PASS)))
+
+
+def collection_errors(statuses: dict[str, str]) -> list[str]:
+    """The files (or folders) pytest reported as failing to collect: ERROR under an id that
+    names no test."""
+    return sorted(t for t, s in statuses.items() if s == "ERROR" and "::" not in t)
+
+
+def in_files(test: str, paths: list[str]) -> bool:
+    """Whether ``test``'s file is one of ``paths`` or lies under one."""
+    file = test.split("::", 1)[0]
+    return any(file == p or file.startswith(p.rstrip("/") + "/") for p in paths)
