@@ -16,7 +16,6 @@ grading.
 from __future__ import annotations
 
 import argparse
-import ast
 import difflib
 import json
 import random
@@ -83,7 +82,7 @@ def gold_mutants(task: Task, count: int, seed: int) -> list[tuple[str, str]]:
     found: list[tuple[str, str]] = []
     for path, names in changed_functions(task.patch, before, after).items():
         text = after[path] or ""
-        for definition in pyast.definitions(ast.parse(text)):
+        for definition in pyast.definitions(pyast.parse(text)):
             if definition.qualname not in names or definition.is_class:
                 continue
             for m in mutate.function_mutations(path, text, definition, tuple(mutate.OPERATORS)):

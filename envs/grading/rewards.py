@@ -44,6 +44,7 @@ import difflib
 from collections.abc import Callable
 from typing import Any
 
+from repogym import syntax_lock
 from repogym.envs.grading.report import GradingReport
 from repogym.repo import read_at
 from repogym.schema import Task
@@ -204,7 +205,7 @@ def _ratio(a: list[str], b: list[str]) -> float:
 
 def _normalised_tokens(source: str) -> list[str]:
     try:
-        tree = ast.parse(_dedent(source))
+        tree = syntax_lock.parse(_dedent(source))
     except SyntaxError:
         return []
     for node in ast.walk(tree):
@@ -225,7 +226,7 @@ def _dedent(source: str) -> str:
 def function_source(module_text: str, qualname: str) -> str | None:
     """The source of ``qualname`` (``f``, ``Cls.method`` or ``Cls``) in a module, if found."""
     try:
-        tree = ast.parse(module_text)
+        tree = syntax_lock.parse(module_text)
     except SyntaxError:
         return None
     scope: list[Any] = tree.body

@@ -23,6 +23,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from repogym import syntax_lock
 from repogym.schema import PYTHON_SUITES, Environment
 
 from .common import is_test_path
@@ -134,7 +135,7 @@ def _undiscovered_tests(tree: TreeView, files: set[str], pyproject: dict[str, An
 def _defines_tests(text: str) -> bool:
     """Whether a module defines a test function or a class with test methods."""
     try:
-        tree = ast.parse(text)
+        tree = syntax_lock.parse(text)
     except (SyntaxError, ValueError):
         return False
     for node in tree.body:
@@ -203,7 +204,7 @@ def _extras(pyproject: dict[str, Any], setup_cfg: configparser.ConfigParser,
 def _setup_py_keyword(setup_py: str, keyword: str) -> Any:
     """The literal value of a ``setup(keyword=...)`` argument, or None."""
     try:
-        tree = ast.parse(setup_py)
+        tree = syntax_lock.parse(setup_py)
     except SyntaxError:
         return None
     for node in ast.walk(tree):
@@ -294,7 +295,7 @@ def imported_by_tests(tree: TreeView, files: set[str]) -> list[str]:
         if not (path.endswith(".py") and is_test_path(path)):
             continue
         try:
-            tree_ast = ast.parse(tree.read_text(path) or "")
+            tree_ast = syntax_lock.parse(tree.read_text(path) or "")
         except (SyntaxError, ValueError):
             continue
         for node in ast.walk(tree_ast):

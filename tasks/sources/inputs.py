@@ -15,6 +15,8 @@ import json
 import pickle
 from typing import Any
 
+from repogym import syntax_lock
+
 from .targets import TargetFunction
 
 
@@ -95,7 +97,7 @@ def _collections(st: Any) -> dict[type, Any]:
 def annotation_strategy(st: Any, text: str) -> Any | None:
     """Values of a simple annotation (``int``, ``str | None``, ``list[float]``, ...), or None."""
     try:
-        node = ast.parse(text, mode="eval").body
+        node = syntax_lock.parse_expression(text).body
     except SyntaxError:
         return None
     return _annotation(st, node)

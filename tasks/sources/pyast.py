@@ -10,29 +10,23 @@ import ast
 import bisect
 import re
 import textwrap
-import threading
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import PurePosixPath
 
+from repogym import syntax_lock
+
 from .common import is_test_path
 
-# CPython 3.11 keeps the depth of the tree it is converting in state the interpreter shares, so
-# two threads parsing at once can fail with "SystemError: AST constructor recursion depth
-# mismatch". Task creation parses in the loop's thread (making candidates) and in its checks'.
-_AST_LOCK = threading.Lock()
 
-
-def parse(text: str, filename: str = "<unknown>", mode: str = "exec") -> ast.Module:
-    """``ast.parse``, one thread at a time (see ``_AST_LOCK``)."""
-    with _AST_LOCK:
-        return ast.parse(text, filename, mode)  # type: ignore[return-value]
+def parse(text: str, filename: str = "<unknown>") -> ast.Module:
+    """``ast.parse``, one thread at a time (``repogym.syntax_lock``)."""
+    return syntax_lock.parse(text, filename)
 
 
 def compile_tree(tree: ast.Module, filename: str) -> object:
     """``compile`` of a tree, one thread at a time (it converts the tree back)."""
-    with _AST_LOCK:
-        return compile(tree, filename, "exec", dont_inherit=True)
+    return syntax_lock.compile_tree(tree, filename)
 
 
 FunctionNode = ast.FunctionDef | ast.AsyncFunctionDef
