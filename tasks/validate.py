@@ -100,6 +100,11 @@ def run_problem(before: list[GradingReport], after: list[GradingReport]) -> str 
         if not rep.valid:
             side = "with the gold patch" if any(rep is a for a in after) else "without it"
             return invalid_reason(rep, side)
+    for rep in after:  # a file that does not collect there: no run with it resolves
+        if rep.collection_errors:
+            return (f"tests not collected with the gold patch ({seen(rep)}): "
+                    f"{', '.join(rep.collection_errors[:3])} fail to collect: "
+                    f"{_last_lines(rep.log_tail)}")
     return None
 
 
