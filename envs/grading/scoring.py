@@ -57,7 +57,10 @@ def score(report: GradingReport, task: Task, view: dict[str, str], missing: list
     report.p2p_pass_rate = len(p2p_ok) / len(task.PASS_TO_PASS) if task.PASS_TO_PASS else 1.0
     if not report.valid:
         report.f2p_pass_rate = report.p2p_pass_rate = 0.0
+    # a file that does not collect stops the test command without
+    # --continue-on-collection-errors (as SWE-bench's harness runs it): no test passes there
     report.resolved = (report.valid and report.patch_applied and not missing
+                       and not report.collection_errors
                        and report.swebench_status == "RESOLVED_FULL"
                        and len(f2p_ok) == len(task.FAIL_TO_PASS) and bool(task.FAIL_TO_PASS)
                        and (not explicit_p2p or len(p2p_ok) == len(task.PASS_TO_PASS)))
