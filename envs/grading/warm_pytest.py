@@ -258,14 +258,18 @@ class WarmPytest:
         ends the process with the rest of the user's. The line is the process's word, as
         its exit status is: code in it can say it early, and then has not run its tests."""
         start = self.started or time.monotonic()
-        capture: OutputCapture = (MarkerCapture(limit, f"__RG_PYTEST_DONE_{self.done} ".encode())
-                                  if self.done else OutputCapture(limit))
-        said: bytes | None = None
-        early = self.early.replace(LOADED + b"\n", b"", 1)
-        if isinstance(capture, MarkerCapture):
-            said = capture.feed(early)
-        else:
-            capture.add(early)
+        marker = (MarkerCapture(limit, f"__RG_PYTEST_DONE_{self.done} ".encode())
+                  if self.done else None)
+        capture = marker or OutputCapture(limit)
+
+        def take(data: bytes) -> bytes | None:
+            """Keeps ``data``; the status said, once the "pytest returned" line came."""
+            if marker is None:
+                capture.add(data)
+                return None
+            return marker.feed(data)
+
+        said = take(self.early.replace(LOADED + b"\n", b"", 1))
         timed_out = False
         deadline = time.monotonic() + timeout
         while said is None:
@@ -280,17 +284,11 @@ class WarmPytest:
             if select.select([self.sock], [], [], left)[0]:
                 if not self.reader.fill():
                     break
-                chunk = self.reader.take()
-                if isinstance(capture, MarkerCapture):
-                    said = capture.feed(chunk)
-                else:
-                    capture.add(chunk)
-        if isinstance(capture, MarkerCapture):
-            if said is None:  # the stream ended first: what was held back is output too
-                said = capture.feed(self.reader.take())
-                capture.add(capture.pending)
-        else:
-            capture.add(self.reader.take())
+                said = take(self.reader.take())
+        if said is None:
+            said = take(self.reader.take())
+            if marker is not None and said is None:  # the stream ended first: all is output
+                capture.add(marker.pending)
         self.close()
         if timed_out:
             code = 137
