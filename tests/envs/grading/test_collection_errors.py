@@ -4,24 +4,15 @@ ran), and a run with such a file does not resolve, as pytest's plain run would h
 from __future__ import annotations
 
 import pytest
+from toy_repo import new_file
 
 from repogym.envs.grading.grader import Grader, GraderConfig
 from repogym.schema import Task
 
 pytestmark = pytest.mark.docker
 
-SUB_TESTS = """\
-diff --git a/tests/test_sub.py b/tests/test_sub.py
-new file mode 100644
---- /dev/null
-+++ b/tests/test_sub.py
-@@ -0,0 +1,5 @@
-+from calc import sub
-+
-+
-+def test_sub():
-+    assert sub(5, 3) == 2
-"""
+SUB_TESTS = new_file("tests/test_sub.py",
+                     "from calc import sub\n\n\ndef test_sub():\n    assert sub(5, 3) == 2\n")
 
 SUB = """\
 diff --git a/calc/__init__.py b/calc/__init__.py

@@ -7,6 +7,7 @@ import time
 from collections.abc import Iterator
 
 import pytest
+from toy_repo import new_file
 
 from repogym.envs.grading.grader import Grader, GraderConfig
 from repogym.sandbox.pool import SandboxPool
@@ -31,13 +32,6 @@ def test_uses_the_hidden_file():
     module.test_add()
     assert hasattr(module, "test_add_negative")
 '''
-
-
-def new_file(path: str, text: str) -> str:
-    lines = text.splitlines()
-    body = "".join(f"+{line}\n" for line in lines)
-    return (f"diff --git a/{path} b/{path}\nnew file mode 100644\n--- /dev/null\n"
-            f"+++ b/{path}\n@@ -0,0 +1,{len(lines)} @@\n{body}")
 
 
 @pytest.fixture()

@@ -3,21 +3,13 @@
 from __future__ import annotations
 
 import pytest
+from toy_repo import new_file
 
 from repogym.envs.grading import stage
 from repogym.envs.grading.grader import Grader, GraderConfig
 from repogym.schema import Task
 
 pytestmark = pytest.mark.docker
-
-
-def new_file(path: str, text: str) -> str:
-    lines = text.splitlines()
-    body = "".join(f"+{line}\n" for line in lines)
-    return (
-        f"diff --git a/{path} b/{path}\nnew file mode 100644\n--- /dev/null\n+++ b/{path}\n"
-        f"@@ -0,0 +1,{len(lines)} @@\n{body}"
-    )
 
 
 @pytest.fixture(scope="module")

@@ -18,6 +18,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
+from toy_repo import new_file
 
 from repogym.envs.grading.grader import Grader, GraderConfig
 from repogym.images.repository import ensure_image
@@ -160,12 +161,6 @@ def test_locate_app(spec):
 # the two spaced ids, as SWE-bench publishes them: cut at the first space, so one id for both
 CUT = 'tests/test_cli.py::test_locate_app[create_app2("foo",'
 PLAIN = "tests/test_cli.py::test_locate_app[plain]"
-
-
-def new_file(path: str, text: str) -> str:
-    lines = text.splitlines()
-    return (f"diff --git a/{path} b/{path}\nnew file mode 100644\n--- /dev/null\n"
-            f"+++ b/{path}\n@@ -0,0 +1,{len(lines)} @@\n" + "".join(f"+{x}\n" for x in lines))
 
 
 def test_a_repository_parser_and_cut_ids_get_the_pytest_treatment(
