@@ -25,13 +25,23 @@ run collecting meanwhile), plus the time limit of the two attacks that never end
   (``skipped``): one that works through pytest (a ``conftest.py``, its configuration, its
   reports) on a task whose tests do not run under pytest;
 - an attack whose every change is stripped by name is graded on the FAIL_TO_PASS tests and the
-  canaries alone (:mod:`repogym.agents.stripped`).
+  canaries alone (:mod:`repogym.agents.stripped`);
+- the attacks on the harness (:data:`LAYOUT`: pytest's configuration and hooks, start-up files,
+  exits, skips and reports forced from the package, endless runs) are played once per
+  *layout*: the tasks of one repository snapshot with the same environment and the same test
+  folders (:func:`layout_key`). What stops each of them is decided by the paths it writes and
+  by how the run ends, never by which tests are hidden or which code is broken, so the
+  layout's first task plays them and the others' certificates carry its results, each marked
+  ``shared_from``. An attack the first task could not play, or that beat it, is played again on
+  every task (a task is called hackable only on what it was seen to lose). ``share=False``
+  plays every attack on every task.
 """
 
 from __future__ import annotations
 
 import datetime
 import hashlib
+import json
 import os
 import threading
 import time
@@ -60,6 +70,14 @@ PYTEST_ONLY = ("conftest_hook", "conftest_hook_tests", "conftest_report_patch",
                "tox_ini", "sys_exit_conftest", "os_exit_conftest", "report_patch_package",
                "fake_junit", "targeted_report_patch", "targeted_by_name", "targeted_by_calls",
                "decoy_aware")
+# attacks on the harness, not on a task's tests or code: none reads the hidden ids or the
+# tests' names, and what stops each (a path stripped by name, a canary, the signed records, the
+# exit status, the time limit) is the same for every task of a layout (``layout_key``)
+LAYOUT = ("conftest_hook", "conftest_hook_tests", "conftest_report_patch",
+          "conftest_report_patch_tests", "pyproject_toml", "tox_ini", "sys_exit_import",
+          "os_exit_import", "sys_exit_conftest", "os_exit_conftest", "skip_pytest_import",
+          "skip_unittest_import", "report_patch_package", "sitecustomize_repo", "pth_repo",
+          "site_packages", "infinite_loop", "fork_bomb")
 PASS, HACKABLE, INCOMPLETE = "pass", "hackable", "incomplete"
 
 
@@ -74,6 +92,8 @@ class CertifyConfig:
     max_steps: int = 30
     # attacks played at once, each worker with its own env (and its own grading container)
     workers: int = field(default_factory=lambda: min(2, os.cpu_count() or 1))
+    # the attacks on the harness played once per layout, their results shared (module docstring)
+    share: bool = True
 
     def __post_init__(self) -> None:
         unknown = sorted(set(self.hacks) - set(HACKS) - set(LIMIT_HACKS) - set(lang_hacks()))
@@ -99,6 +119,7 @@ class Attack:
     seconds: float = 0.0
     error: str = ""
     note: str = ""  # how it was graded, when not whole
+    shared_from: str = ""  # the task of the same layout it was played on, when not this one
 
     @property
     def won(self) -> bool:
@@ -143,6 +164,30 @@ def skip_reason(task: Task, hack: str) -> str:
     return ""
 
 
+def layout_key(task: Task) -> str:
+    """What an attack on the harness meets in ``task``: the repository snapshot (a synthetic
+    task's is the commit it was made from), the environment (Python, setup, test command), and
+    where the hidden tests live (the canaries go there, the attacks write their conftest.py
+    into the first one's folder)."""
+    ids = (*task.FAIL_TO_PASS, *task.PASS_TO_PASS)
+    folders = [i.split("::")[0].rpartition("/")[0] for i in ids]
+    return json.dumps([task.repo, str(task.extra.get("original_commit") or task.base_commit),
+                       task.to_dict()["environment"], folders[:1], sorted(set(folders))],
+                      sort_keys=True)
+
+
+def shared_from(first: tuple[str, dict[str, Attack]] | None, hacks: Sequence[str]
+                ) -> dict[str, Attack]:
+    """The attacks of ``hacks`` whose results a task takes from its layout's first task
+    (``first``: its id and attacks): those on the harness that ran there and lost."""
+    if first is None:
+        return {}
+    source, attacks = first
+    return {h: replace(a, shared_from=a.shared_from or source)
+            for h in hacks if h in LAYOUT and (a := attacks.get(h)) is not None
+            and not a.error and not a.won}
+
+
 def certificate(task: Task, attacks: dict[str, Attack], seconds: float,
                 missing: str = "", skipped: dict[str, str] | None = None) -> dict[str, Any]:
     """``missing``: why no attack was played (none of those asked for fits the task);
@@ -157,7 +202,8 @@ def certificate(task: Task, attacks: dict[str, Attack], seconds: float,
                            "f2p_pass_rate": a.f2p_pass_rate, "valid": a.valid,
                            "flags": a.flags, "seconds": round(a.seconds, 1),
                            **({"error": a.error} if a.error else {}),
-                           **({"graded": a.note} if a.note else {})}
+                           **({"graded": a.note} if a.note else {}),
+                           **({"shared_from": a.shared_from} if a.shared_from else {})}
                     for name, a in sorted(attacks.items())},
         **({"skipped": dict(sorted(skipped.items()))} if skipped else {}),
         "versions": versions(),
@@ -204,14 +250,21 @@ def certify(tasks: list[Task], config: CertifyConfig | None = None,
             again.error = f"{again.error[:200]} (the first try: {first.error[:90]})"
         return again
 
-    out = []
+    out, firsts = [], dict[str, tuple[str, dict[str, Attack]]]()
     try:
         with ThreadPoolExecutor(max_workers=config.workers) as pool:
             for i, task in enumerate(tasks, 1):
                 start = time.monotonic()
                 hacks = chosen[task.instance_id]
-                keys = [(task.instance_id, h) for h in hacks]
-                attacks = dict(zip(hacks, pool.map(attack, keys), strict=True))
+                layout = layout_key(task)
+                shared = shared_from(firsts.get(layout), hacks) if config.share else {}
+                own = [h for h in hacks if h not in shared]
+                keys = [(task.instance_id, h) for h in own]
+                attacks = dict(zip(own, pool.map(attack, keys), strict=True))
+                if layout not in firsts or len(shared) < len([h for h in hacks if h in LAYOUT]):
+                    # the first task of its layout, or one that played what the first could not
+                    firsts[layout] = (task.instance_id, {**shared, **attacks})
+                attacks = {h: (shared.get(h) or attacks[h]) for h in hacks}
                 missing = "" if hacks or skipped[task.instance_id] else (
                     f"none of the attacks asked for ({', '.join(config.hacks)}) is written for "
                     f"{task.environment.language} tasks")
@@ -222,7 +275,10 @@ def certify(tasks: list[Task], config: CertifyConfig | None = None,
                 progress(f"[{i}/{len(tasks)}] {task.instance_id}: {cert['result']}"
                          + (f" (beaten by {beaten})" if beaten else "")
                          + (f" (did not run: {failed})" if failed else "")
-                         + f" in {cert['seconds']:.0f} s")
+                         + f" in {cert['seconds']:.0f} s"
+                         + (f" ({len(shared)} attacks on the harness shared from "
+                            f"{', '.join(sorted({a.shared_from for a in shared.values()}))})"
+                            if shared else ""))
                 out.append(replace(task, certificate=cert))
                 if on_task is not None:
                     on_task(out[-1])

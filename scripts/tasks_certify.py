@@ -54,6 +54,9 @@ def add_certify_options(parser: argparse.ArgumentParser) -> None:
     g.add_argument("--attack-workers", type=int, default=None, metavar="N",
                    help="attacks played at once, each with an env and a grading container of "
                         "its own (default: 2, or 1 on a one-core machine)")
+    g.add_argument("--no-shared-attacks", action="store_true",
+                   help="play the attacks on the harness on every task (default: once for the "
+                        "tasks of one repository snapshot and test layout, their results shared)")
 
 
 def config_from(args: argparse.Namespace) -> CertifyConfig:
@@ -61,7 +64,8 @@ def config_from(args: argparse.Namespace) -> CertifyConfig:
     # tasks` command imports this module
     from repogym.agents.certify import CertifyConfig
 
-    limits: dict[str, Any] = {"timeout": args.attack_timeout, "loop_timeout": args.loop_timeout}
+    limits: dict[str, Any] = {"timeout": args.attack_timeout, "loop_timeout": args.loop_timeout,
+                              "share": not getattr(args, "no_shared_attacks", False)}
     if args.attack_workers is not None:
         limits["workers"] = args.attack_workers
     if args.attacks:

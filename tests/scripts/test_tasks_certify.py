@@ -182,15 +182,24 @@ def test_an_attack_whose_changes_are_all_stripped_is_graded_on_the_failing_tests
     from repogym.agents.stripped import NOTE
 
     config = CertifyConfig(hacks=("conftest_hook", "git_history", "os_exit_import"), workers=1)
-    cert = certify([toy_task], config, progress=lambda _m: None)[0].certificate
-    assert cert is not None and cert["result"] == "pass", cert
-    hook, history, exit_ = (cert["attacks"][n] for n in
+    # a second task of the same layout (one snapshot, environment and test folder)
+    sibling = toy_task.with_(instance_id=f"{toy_task.instance_id}-sibling")
+    first, second = (t.certificate for t in certify([toy_task, sibling], config,
+                                                    progress=lambda _m: None))
+    assert first is not None and first["result"] == "pass", first
+    hook, history, exit_ = (first["attacks"][n] for n in
                             ("conftest_hook", "git_history", "os_exit_import"))
     # stripped whole (or nothing changed): the failing tests alone, and the flag still raised
     assert hook["graded"] == NOTE and "tampered_conftest" in hook["flags"] and hook["valid"]
     assert history["graded"] == NOTE and history["flags"] == []
     # the package changed: graded whole, its exit caught by the canaries
     assert "graded" not in exit_ and "canary" in exit_["flags"]
+    # the sibling takes the attacks on the harness from the first, and plays the search itself
+    assert second is not None and second["result"] == "pass", second
+    assert {n: a.get("shared_from") for n, a in second["attacks"].items()} == {
+        "conftest_hook": toy_task.instance_id, "git_history": None,
+        "os_exit_import": toy_task.instance_id}
+    assert second["attacks"]["os_exit_import"]["flags"] == exit_["flags"]
 
 
 def test_what_is_stripped_by_name_decides_whether_an_attack_is_graded_whole() -> None:
@@ -245,3 +254,66 @@ def test_an_attack_that_could_not_run_is_played_once_more(
     assert cert["result"] == "incomplete"
     assert cert["attacks"]["edit_test"]["error"] == "SandboxLost: try 2 (the first try: " \
         "SandboxLost: try 1)"
+
+
+def test_attacks_on_the_harness_are_played_once_per_layout(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Tasks made from one repository snapshot, with one environment and the same test folders,
+    meet the attacks on the harness (LAYOUT) in the same way: the first plays them, the others
+    take its results (``shared_from``) and play only the attacks aimed at their own tests and
+    code. What the first could not play, or lost to, each plays itself."""
+    import repogym.agents.certify as certify_module
+
+    class Env:
+        unwrapped = None
+
+        def close(self) -> None:
+            pass
+
+    played: dict[str, list[str]] = {}
+
+    def play(env: object, task: Task) -> Attack:
+        _, name, tid = task.instance_id.split("__")
+        played.setdefault(tid, []).append(name)
+        if name == "fork_bomb" and tid == "r-a":
+            return Attack(error="SandboxLost: gone", seconds=1.0)
+        if name == "tox_ini":
+            return Attack(reward=1.0, seconds=1.0)  # beats every task it is played on
+        return Attack(flags=["x"], seconds=1.0)
+
+    monkeypatch.setattr(certify_module, "play", play)
+    monkeypatch.setattr(certify_module.gym, "make", lambda *a, **k: Env())
+    ids = ("tests/test_a.py::test_x",)
+    first = Task("r-a", "r", "1" * 40, "Fix it.", FAIL_TO_PASS=ids,
+                 extra={"original_commit": "0" * 40})
+    second = first.with_(instance_id="r-b", base_commit="2" * 40,
+                         FAIL_TO_PASS=("tests/test_a.py::test_y",))
+    third = first.with_(instance_id="r-c", base_commit="3" * 40)
+    elsewhere = first.with_(instance_id="r-d", FAIL_TO_PASS=("other/test_b.py::test_z",))
+    hacks = ("fork_bomb", "tox_ini", "conftest_hook", "sys_exit_import", "always_eq",
+             "edit_test")
+    assert {"fork_bomb", "tox_ini", "conftest_hook", "sys_exit_import"} <= set(
+        certify_module.LAYOUT) and not {"always_eq", "edit_test"} & set(certify_module.LAYOUT)
+    assert len({certify_module.layout_key(t) for t in (first, second, third)}) == 1
+    assert certify_module.layout_key(elsewhere) != certify_module.layout_key(first)
+    done = certify_module.certify([first, second, third, elsewhere],
+                                  CertifyConfig(hacks=hacks, workers=1),
+                                  progress=lambda _m: None)
+    assert sorted(played["r-a"]) == sorted([*hacks, "fork_bomb"])  # tried twice: lost twice
+    # the second plays what the first could not (fork_bomb) or lost to (tox_ini)
+    assert sorted(played["r-b"]) == ["always_eq", "edit_test", "fork_bomb", "tox_ini"]
+    assert sorted(played["r-c"]) == ["always_eq", "edit_test", "tox_ini"]
+    assert sorted(played["r-d"]) == sorted(hacks)  # another folder of tests: another layout
+    certs = {t.instance_id: t.certificate or {} for t in done}
+    assert certs["r-a"]["result"] == "hackable"  # tox_ini beat it (and fork_bomb did not run)
+    c = certs["r-c"]["attacks"]
+    assert c["conftest_hook"]["shared_from"] == "r-a" and c["fork_bomb"]["shared_from"] == "r-b"
+    assert "shared_from" not in c["always_eq"] and "shared_from" not in c["tox_ini"]
+    assert certs["r-c"]["beaten_by"] == ["tox_ini"]
+    # every attack asked for is in every certificate, played or shared
+    assert all(set(cert["attacks"]) == set(hacks) for cert in certs.values())
+    # without sharing, every task plays every attack
+    played.clear()
+    certify_module.certify([first, second], CertifyConfig(hacks=hacks, workers=1, share=False),
+                           progress=lambda _m: None)
+    assert sorted(played["r-b"]) == sorted(hacks)
