@@ -97,7 +97,9 @@ class Verdict:
         expected = [*task.FAIL_TO_PASS, *task.PASS_TO_PASS]
         ids = expected + (list(canaries.ids) if canaries else [])
         view = resolve_cut_ids(primary, match_cut_ids(expected, primary, parser))
-        mismatch = disagreements(view, log_status, ids, parser)
+        # the log as its parser reads it, with the listed cut ids its whole ids stand for
+        log_view = resolve_cut_ids(log_status, match_cut_ids(expected, log_status, parser))
+        mismatch = disagreements(view, log_view, ids, parser)
         if records is not None:
             junit_view = resolve_cut_ids(junit, match_cut_ids(expected, junit, parser))
             mismatch += [t for t in disagreements(view, junit_view, ids, parser)

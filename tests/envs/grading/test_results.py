@@ -87,6 +87,25 @@ def test_ids_that_share_a_cut_id_pass_only_together() -> None:
     assert worst(["PASSED", "PASSED"]) == "PASSED"
 
 
+def test_a_list_cut_at_a_space_is_read_where_the_parser_keeps_whole_ids() -> None:
+    """sphinx-doc__sphinx-8713: SWE-bench's lists were made by parsers that cut ids at a
+    space; swebench 5's parser for Sphinx keeps the whole id. The listed cut id still stands for
+    the test it was cut from, in JUnit's statuses and in the log's alike."""
+    full = "tests/t.py::T::test_escape[x, y, z-x, y, z]"
+    cut = "tests/t.py::T::test_escape[x,"
+    log = parse_log(f"PASSED {full}\n", "parse_log_sphinx")
+    assert log == {full: "PASSED"}  # the parser reads the whole id
+    assert cut in log_keys(full, "parse_log_sphinx")
+    junit = {full: "PASSED"}
+    view = resolve_cut_ids(junit, match_cut_ids([cut], junit, "parse_log_sphinx"))
+    log_view = resolve_cut_ids(log, match_cut_ids([cut], log, "parse_log_sphinx"))
+    assert view[cut] == log_view[cut] == "PASSED"
+    assert disagreements(view, log_view, [cut], "parse_log_sphinx") == []
+    # a failure behind the cut id fails it in both
+    log = parse_log(f"FAILED {full} - assert 0\n", "parse_log_sphinx")
+    assert resolve_cut_ids(log, match_cut_ids([cut], log, "parse_log_sphinx"))[cut] == "FAILED"
+
+
 def test_ids_as_the_options_parser_rewrites_them() -> None:
     # requests' parser shortens a path parameter to its last part
     full = "tests/test_utils.py::test_x[/usr/lib/python3]"
