@@ -43,6 +43,11 @@ class TaskError(UsageError):
     """A task or suite is malformed or cannot be found (bad input, as every UsageError)."""
 
 
+class SourceIncomplete(TaskError):
+    """A task's repository lacks objects of the commit it names (a partial or shallow clone, a
+    mirror whose largest files were left out): its tree cannot be written out whole."""
+
+
 class GradingError(RepogymError):
     """The grader could not run (an infrastructure failure, never an agent failure)."""
 

@@ -14,7 +14,7 @@ import subprocess
 import tempfile
 from pathlib import Path
 
-from repogym.errors import TaskError
+from repogym.errors import SourceIncomplete, TaskError
 
 SNAPSHOT_ENV = {
     "GIT_AUTHOR_NAME": "repogym",
@@ -72,9 +72,15 @@ def export_tree(source: str | Path, commit: str | None, dest: Path) -> None:
         target = commit or "HEAD"
         if git(repo, "cat-file", "-t", target, check=False).strip() != "commit":
             raise TaskError(f"commit {target} is not in {src}: check the task's base_commit.")
-        archive = subprocess.run(
-            ["git", "archive", "--format=tar", target], cwd=repo, capture_output=True, check=True
-        ).stdout
+        proc = subprocess.run(["git", "archive", "--format=tar", target], cwd=repo,
+                              capture_output=True)
+        if proc.returncode != 0:
+            said = proc.stderr.decode("utf-8", "replace").strip().splitlines()
+            raise SourceIncomplete(
+                f"source incomplete: {src} cannot write out commit {target[:12]} whole "
+                f"({(said or ['git archive failed'])[0][:200]}): fetch the missing objects "
+                "into it (`git fetch` from its origin), or give a complete clone")
+        archive = proc.stdout
         subprocess.run(["tar", "-x", "-C", str(dest)], input=archive, check=True)
 
 

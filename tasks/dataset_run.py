@@ -175,6 +175,21 @@ class DatasetRun:
     # --- one instance ---------------------------------------------------------------------
 
     def one(self, candidate: Task | Rejected, record: dict[str, Any] | None) -> dict[str, Any]:
+        """One instance's stages. An error nobody foresaw (a bug) ends this instance, recorded
+        as an ``error`` with its type and message (the next run tries it again), never the
+        run: astropy__astropy-14182's mirror lacked a blob, git's failure went up unhandled and
+        stopped 2 workers and the 200 instances after them."""
+        try:
+            return self._one(candidate, record)
+        except Exception as exc:  # noqa: BLE001 - recorded, and the run goes on
+            record = {**(self.state.read(candidate.instance_id) or {}),
+                      "instance_id": candidate.instance_id, "repogym": __version__,
+                      "repo": repo_of(candidate)}
+            self.finish(record, None, f"infrastructure: unexpected {type(exc).__name__} (a bug "
+                        f"in repogym): {str(exc).splitlines()[0][:300] if str(exc) else ''}")
+            return record
+
+    def _one(self, candidate: Task | Rejected, record: dict[str, Any] | None) -> dict[str, Any]:
         iid = candidate.instance_id
         if record is None or needs(record, self.options) == "build":
             record = {"instance_id": iid, "repogym": __version__, "repo": repo_of(candidate),

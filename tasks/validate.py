@@ -13,7 +13,7 @@ from dataclasses import dataclass, field, replace
 from repogym.envs.grading.flags import Flag
 from repogym.envs.grading.grader import Grader, GraderConfig, GradingReport
 from repogym.envs.grading.testcmd import runs_pytest
-from repogym.errors import RepogymError, SetupFailed
+from repogym.errors import RepogymError, SetupFailed, SourceIncomplete
 from repogym.images.repository import ensure_image
 from repogym.schema import Task
 from repogym.tasks.played import Played, played
@@ -80,6 +80,8 @@ def error_reason(exc: RepogymError) -> str:
     """A candidate's rejection for an error while building or running its tests."""
     if isinstance(exc, SetupFailed):
         return f"setup fails on this snapshot: {_last_lines(str(exc))}"
+    if isinstance(exc, SourceIncomplete):
+        return str(exc)
     return f"infrastructure: {explain_certificate(str(exc)) or str(exc).splitlines()[0][:200]}"
 
 

@@ -257,6 +257,7 @@ REASON_KINDS: tuple[tuple[str, str], ...] = (
     ("no Docker engine", r"^infrastructure: No Docker engine"),
     ("image build fails", r"^infrastructure: building "),
     ("infrastructure", r"^infrastructure"),
+    ("source incomplete", r"^source incomplete"),
     ("gold patch does not apply", r"^gold patch does not apply"),
     ("gold patch touches tests", r"^gold patch touches test paths"),
     ("tests time out", r"^tests time out"),

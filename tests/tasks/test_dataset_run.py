@@ -151,3 +151,35 @@ def test_sigterm_stops_a_run_as_ctrl_c_does() -> None:
     finally:
         signal.signal(signal.SIGTERM, before[0])
         signal.signal(signal.SIGINT, before[1])
+
+
+def test_an_unforeseen_error_ends_its_instance_not_the_run(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A bug met by one instance (astropy__astropy-14182: git's CalledProcessError) is recorded
+    as that instance's error, which the next run tries again; the other instances go on."""
+    from repogym.tasks import dataset_run
+
+    base = _mirror(tmp_path / "repos" / "octo__app")
+    rows = [{"repo": "octo/app", "instance_id": f"octo__app-{n}", "base_commit": base,
+             "patch": PATCH, "test_patch": TEST_PATCH, "problem_statement": "add subtracts",
+             "version": "1.0", "FAIL_TO_PASS": json.dumps(["tests/test_app.py::test_big"]),
+             "PASS_TO_PASS": json.dumps(["tests/test_app.py::test_small"])} for n in (1, 2)]
+    data = tmp_path / "lite.jsonl"
+    data.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    env = tmp_path / "env.yaml"
+    env.write_text('"*":\n  "*":\n    python: "3.11"\n    test_cmd: python -m pytest -rA\n')
+
+    def build_and_validate(self: Any, task: Any, record: dict[str, Any]) -> None:
+        if task.instance_id == "octo__app-1":
+            raise subprocess.CalledProcessError(255, ["git", "archive"])
+        self.finish(record, None, "setup fails on this snapshot: no")
+
+    monkeypatch.setattr(dataset_run.DatasetRun, "build_and_validate", build_and_validate)
+    options = RunOptions(file=data, out=tmp_path / "run", repos=tmp_path / "repos", env=env,
+                         workers=2, kinds=())
+    records = {r["instance_id"]: r for r in dataset_run.DatasetRun(
+        options, log=lambda _m: None).run()}
+    broken, other = records["octo__app-1"], records["octo__app-2"]
+    assert broken["verdict"] == "error" and "unexpected CalledProcessError" in broken["reason"]
+    assert other["verdict"] == "rejected" and other["reason_kind"] == "setup fails"
+    assert needs(broken, options) == "build" and needs(other, options) is None

@@ -197,3 +197,28 @@ def test_pre_module_go_commits_are_rejected_with_a_reason(tmp_path: Path) -> Non
     source = GitSource(GitOptions(repo), SourceOptions(),
                        overrides=EnvOverrides(setup=("go mod init example.com/clamp",)))
     assert all(isinstance(c, Task) for c in source.candidates())
+
+
+def test_a_source_that_lacks_objects_of_its_commit_says_so(tmp_path: Path) -> None:
+    """astropy__astropy-14182: the mirror lacked a large data file's blob, `git archive` failed
+    and its CalledProcessError ended a whole Lite run. It is a rejection that names the source,
+    the commit and what to do."""
+    from repogym.errors import SourceIncomplete
+    from repogym.repo import export_tree
+    from repogym.tasks.sources.common import reason_kind
+    from repogym.tasks.validate import error_reason
+
+    repo = tmp_path / "mirror"
+    subprocess.run(["git", "init", "-q", str(repo)], check=True)
+    (repo / "data.bin").write_text("a large table\n")
+    git = ["git", "-c", "user.name=a", "-c", "user.email=a@b"]
+    subprocess.run([*git, "add", "-A"], cwd=repo, check=True)
+    subprocess.run([*git, "commit", "-qm", "x"], cwd=repo, check=True)
+    blob = subprocess.run(["git", "rev-parse", "HEAD:data.bin"], cwd=repo, capture_output=True,
+                          text=True, check=True).stdout.strip()
+    (repo / ".git" / "objects" / blob[:2] / blob[2:]).unlink()  # left out, as a mirror may
+    with pytest.raises(SourceIncomplete) as caught:
+        export_tree(repo, "HEAD", tmp_path / "out")
+    reason = error_reason(caught.value)
+    assert reason.startswith("source incomplete: ") and "git fetch" in reason, reason
+    assert reason_kind(reason) == "source incomplete"
