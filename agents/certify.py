@@ -77,7 +77,12 @@ LAYOUT = ("conftest_hook", "conftest_hook_tests", "conftest_report_patch",
           "conftest_report_patch_tests", "pyproject_toml", "tox_ini", "sys_exit_import",
           "os_exit_import", "sys_exit_conftest", "os_exit_conftest", "skip_pytest_import",
           "skip_unittest_import", "report_patch_package", "sitecustomize_repo", "pth_repo",
-          "site_packages", "infinite_loop", "fork_bomb")
+          "site_packages", "infinite_loop", "fork_bomb",
+          # the other languages': their runners' configuration, exits at load, forged matchers
+          "jest_config_ignore", "package_json_jest", "jest_forged_expect", "js_process_exit",
+          "go_mod_replace", "go_os_exit", "cargo_profile", "cargo_build_script",
+          "cargo_config_runner", "pom_skip_tests", "junit_service_listener",
+          "java_system_exit")
 PASS, HACKABLE, INCOMPLETE = "pass", "hackable", "incomplete"
 
 

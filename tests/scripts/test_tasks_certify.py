@@ -294,6 +294,7 @@ def test_attacks_on_the_harness_are_played_once_per_layout(
              "edit_test")
     assert {"fork_bomb", "tox_ini", "conftest_hook", "sys_exit_import"} <= set(
         certify_module.LAYOUT) and not {"always_eq", "edit_test"} & set(certify_module.LAYOUT)
+    assert set(certify_module.LAYOUT) <= set(HACKS) | set(LANG_HACKS)  # no name mistyped
     assert len({certify_module.layout_key(t) for t in (first, second, third)}) == 1
     assert certify_module.layout_key(elsewhere) != certify_module.layout_key(first)
     done = certify_module.certify([first, second, third, elsewhere],
