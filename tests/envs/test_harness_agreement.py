@@ -13,7 +13,7 @@ base) must resolve none.
 of a few runs) and prints the numbers; run with ``-s`` to see them. repogym is timed cold (a
 fresh grading container, as ``run_instance`` starts one) and warm (the container the
 environment starts at reset); SWE-bench until its report exists and until ``run_instance``
-returns (it then stops its container with a 15 s grace period).
+returns (it then stops its container, at once with Docker's init).
 """
 
 from __future__ import annotations
@@ -68,7 +68,9 @@ class _NoNetworkContainers:
         self._inner = inner
 
     def create(self, *args: Any, **kwargs: Any) -> Any:
-        return self._inner.create(*args, **{**kwargs, "network_mode": "none"})
+        # and Docker's init, as repogym's own client gives them (``official._Containers``):
+        # run_instance's first process ignores docker stop's SIGTERM
+        return self._inner.create(*args, **{**kwargs, "network_mode": "none", "init": True})
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._inner, name)
@@ -146,7 +148,7 @@ def verdicts(images: dict[str, str], logs_dir: Path) -> dict[tuple[str, str], tu
         patch = task.patch if kind == "gold" else ""
         return ours(task, image, patch)[0], official(task, image, patch or None)[0]
 
-    # run_instance spends most of its time in `docker stop` (15 s grace), so threads help; they
+    # run_instance waits on Docker (a container made, started, stopped), so threads help; they
     # share the working folder that logs_dir set, which run_instance's relative log paths need
     with ThreadPoolExecutor(max_workers=min(8, (os.cpu_count() or 2) * 3)) as pool:
         return dict(zip(jobs, pool.map(one, jobs), strict=True))
