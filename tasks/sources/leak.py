@@ -14,7 +14,11 @@ docstrings, formatting and comments gone),
 - it is the same (``exact``), or nearly (``near``: similarity >= ``near``, for functions of
   at least twice ``min_tokens``: small ones of one shape, decorators say, are alike anyway);
 - it has the same name (and class, or enclosing function) and similarity >= ``same_name``
-  (not for a module's dunder functions: every module's ``__getattr__`` looks alike);
+  (not for a module's dunder functions: every module's ``__getattr__`` looks alike; nor for a
+  name that ``convention`` or more other files of the image define, a plugin's ``setup`` or a
+  script's ``main``: sphinx-8273's fix adds a line to ``sphinx/builders/manpage.py::setup``,
+  and the ``setup`` of every installed sphinxcontrib package, a list of ``add_config_value``
+  calls, came out closer to the fixed one than to the unfixed one);
 - it has the same qualified name in a package of the same name, another version of the same
   library (``same library``: similarity >= ``same_library``);
 
@@ -84,6 +88,7 @@ class LeakConfig:
     near: float = 0.85  # any function this similar is a copy
     same_name: float = 0.6  # a function of the same name (and class) this similar is one
     same_library: float = 0.4  # the same qualified name in a package of the same name
+    convention: int = 4  # a name this many other files define is no evidence by itself
     max_file_kb: int = 4096  # larger files are not read (generated tables, not code)
 
     def __post_init__(self) -> None:
@@ -91,8 +96,9 @@ class LeakConfig:
             value = getattr(self, name)
             if not 0 < value <= 1:
                 raise ValueError(f"{name}={value}: give a similarity in (0, 1].")
-        if self.min_tokens < 1:
-            raise ValueError(f"min_tokens={self.min_tokens}: give a positive count.")
+        if self.min_tokens < 1 or self.convention < 1:
+            raise ValueError(f"min_tokens={self.min_tokens} and convention={self.convention}: "
+                             "give positive counts.")
 
 
 @dataclass(frozen=True)
@@ -263,23 +269,27 @@ def find_copies(golds: list[Gold], files: dict[str, bytes], config: LeakConfig,
             index.add(_functions(path, data))
     copies: dict[tuple[str, str], Copy] = {}
     for gold in golds:
+        namesakes = {index.functions[i].path.split("!", 1)[0]
+                     for i in index.by_name.get(gold.fixed.tail, ())}
+        conventional = len(namesakes - {f"{WORKDIR}/{gold.file}"}) >= config.convention
         for fn in index.candidates(gold.fixed):
             if fn.path == f"{WORKDIR}/{gold.file}" and fn.qualname == gold.fixed.qualname:
                 continue  # the place the agent must write to
-            copy = _judge(gold, fn, config)
+            copy = _judge(gold, fn, config, conventional)
             key = (fn.path, fn.qualname)
             if copy is not None and (key not in copies or copies[key].similarity < copy.similarity):
                 copies[key] = copy
     return sorted(copies.values(), key=lambda c: (-c.similarity, c.path, c.qualname))
 
 
-def _judge(gold: Gold, fn: Function, config: LeakConfig) -> Copy | None:
+def _judge(gold: Gold, fn: Function, config: LeakConfig, conventional: bool = False
+           ) -> Copy | None:
     fixed = gold.fixed
     lo, hi = sorted((len(fixed.tokens), len(fn.tokens)))
     if hi == 0 or 2 * lo / (lo + hi) < config.same_library:
         return None  # difflib's ratio cannot reach any threshold
     score = 1.0 if fn.digest == fixed.digest else similarity(fixed.tokens, fn.tokens)
-    rule = _rule(gold, fn, score, config)
+    rule = _rule(gold, fn, score, config, conventional)
     if rule is None:
         return None
     if gold.broken is not None and similarity(gold.broken.tokens, fn.tokens) >= score:
@@ -287,13 +297,14 @@ def _judge(gold: Gold, fn: Function, config: LeakConfig) -> Copy | None:
     return Copy(gold.label, fn.path, fn.qualname, round(score, 3), rule)
 
 
-def _rule(gold: Gold, fn: Function, score: float, config: LeakConfig) -> str | None:
+def _rule(gold: Gold, fn: Function, score: float, config: LeakConfig,
+          conventional: bool = False) -> str | None:
     if score == 1.0 and fn.digest == gold.fixed.digest:
         return "exact"
     if score >= config.near and len(gold.fixed.tokens) >= 2 * config.min_tokens:
         return "near"  # small functions of one shape (decorators, shims) are alike anyway
     qualname = gold.fixed.qualname
-    generic = "." not in gold.fixed.tail and gold.fixed.name.startswith("__")
+    generic = conventional or ("." not in gold.fixed.tail and gold.fixed.name.startswith("__"))
     if fn.tail == gold.fixed.tail and score >= config.same_name and not generic:
         return "same name"  # a module's __getattr__ is everybody's __getattr__
     where = PurePosixPath(fn.path.replace("!", "/"))

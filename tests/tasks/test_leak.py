@@ -275,3 +275,30 @@ def test_a_script_the_install_copies_is_a_link_to_the_repositorys_file(tmp_path:
     task = snapshot.with_(base_commit=removed, patch=patch, kind="replication")
     with Checker() as checker:
         assert checker.leak(task, image) is None
+
+
+def test_a_name_many_modules_define_is_no_copy_by_name_alone() -> None:
+    """sphinx-doc__sphinx-8273: the fix adds an ``add_config_value`` call to a builder's
+    ``setup``; every installed sphinxcontrib package has a ``setup`` made of such calls, and
+    each came out closer to the fixed ``setup`` than to the unfixed one ("same name", 0.67). A
+    name that many other files define is a convention; one namesake alone is still evidence."""
+    def setup(values: int, extra: str = "") -> str:
+        calls = "".join(f"    app.add_config_value('opt{i}', None, 'env')\n"
+                        for i in range(values))
+        return (f"def setup(app):\n    app.setup_extension('pkg.builders')\n{calls}{extra}"
+                "    return {'version': 'builtin', 'parallel_read_safe': True}\n")
+
+    broken = "from pkg.builders import Builder\n\n\n" + setup(2)
+    fixed = "from pkg.builders import Builder\n\n\n" + setup(
+        2, "    app.add_config_value('man_make_section_directory', False, None)\n")
+    golds = gold_functions(_stub_patch("pkg/builders/man.py", broken, fixed),
+                           {"pkg/builders/man.py": broken}, LeakConfig())
+    assert [g.fixed.qualname for g in golds] == ["setup"]
+    plugins = {f"/opt/venv/lib/python3.9/site-packages/contrib/{name}/__init__.py":
+               setup(3).encode() for name in ("applehelp", "devhelp", "htmlhelp", "jsmath")}
+    one = dict(list(plugins.items())[:1])
+    assert [c.rule for c in find_copies(golds, one, LeakConfig())] == ["same name"]
+    assert find_copies(golds, plugins, LeakConfig()) == []
+    # the same text as the fix is a copy whatever its name's fame
+    exact = {**plugins, "/opt/venv/lib/python3.9/site-packages/old/man.py": fixed.encode()}
+    assert [c.rule for c in find_copies(golds, exact, LeakConfig())] == ["exact"]
