@@ -18,6 +18,9 @@ pkgs=(podman uidmap slirp4netns fuse-overlayfs bubblewrap runc catatonit)
 answers() { curl -sf --max-time 5 --unix-socket "$1" http://d/_ping >/dev/null 2>&1; }
 
 start_service() {  # $1: the socket; runs as the current user; its pid goes beside it
+  # the service (and every conmon it starts) keeps this working directory: a checkout that is
+  # later deleted would leave it unable to start containers ("Failed to get working directory")
+  cd "$HOME" || return 1
   mkdir -p "$(dirname "$1")"
   nohup podman system service --time=0 "unix://$1" >"$HOME/podman-service.log" 2>&1 &
   echo $! >"$1.pid"
