@@ -44,8 +44,8 @@ LOADED = b"__RG_PYTEST_LOADED"
 IMPORT_CHECK = r"""
 import importlib, os, sys
 def check(names, cwd_on_path=True):
-    if not cwd_on_path:  # the pytest script does not put the working folder on sys.path
-        sys.path[:] = [p for p in sys.path if p not in ("", os.getcwd())]
+    if not cwd_on_path and sys.path and sys.path[0] in ("", os.getcwd()):
+        del sys.path[0]  # `python -c` put it there; the pytest script does not
     away = []
     for name in names:
         try:
@@ -114,7 +114,10 @@ if request.get("gate"):
 elif hold is not None:
     os.close(hold)
 import shutil, pytest.__main__ as main
-sys.path[:] = [p for p in sys.path if p not in ("", workdir)]  # `python -c` put the cwd first
+# `python -c` put the working folder first; a /testbed the image puts on sys.path itself
+# (PYTHONPATH, an editable install's .pth) stays, as it does for the pytest a cold run starts
+if sys.path and sys.path[0] in ("", workdir):
+    del sys.path[0]
 if request["form"] == "module":
     sys.argv = [main.__file__, *request["args"]]
     sys.path.insert(0, workdir)

@@ -111,3 +111,25 @@ def test_a_run_sent_with_done_ends_at_pytests_return(toy_image: str) -> None:
         assert "AFTER EXIT" not in quick.output and "__RG_PYTEST_DONE" not in quick.output
     finally:
         box.close()
+
+
+@pytest.mark.docker
+def test_the_repository_the_image_puts_on_sys_path_stays_there(toy_image: str) -> None:
+    """An image that puts /testbed on sys.path itself (PYTHONPATH, an editable install's
+    .pth) has the tests import from it under the pytest script, which puts only its own
+    folder first: the warm runner takes away what `python -c` added, not that."""
+    box = DockerSandbox(SandboxConfig(image=toy_image, role="grader"))
+    try:
+        box.run("mkdir -p deep && echo 'VALUE = 7' > helper_top.py && printf '%s\\n' "
+                "'import helper_top' 'def test_top():' '    assert helper_top.VALUE == 7' "
+                "> deep/test_top.py", timeout=30)
+        env = {**TEST_ENV, "PYTHONPATH": box.workdir}
+        cold = box.run("PYTHONPATH=$PWD pytest -p no:cacheprovider deep/test_top.py", timeout=60)
+        assert cold.exit_code == 0, cold.output
+        warm = WarmPytest.start(box, env)
+        assert warm.wait_ready(30)
+        warm.send(["-p", "no:cacheprovider", "deep/test_top.py"], "script", [])
+        result = warm.finish(box, 60, 100_000, lambda: None)
+        assert result.exit_code == 0 and "1 passed" in result.output, result.output
+    finally:
+        box.close()
