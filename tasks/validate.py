@@ -201,15 +201,23 @@ def validate_task(task: Task, runs: int = 2, grader: Grader | None = None) -> Va
         return Validation(
             task.instance_id, False, f"infrastructure: {exc}", [], [], [], time.monotonic() - start
         )
-    flaky = sorted(flaky_tests([r.statuses for r in gold])
-                   | flaky_tests([r.statuses for r in empty]))
+    # a run that timed out was stopped, not measured: its tests' statuses (those it had not
+    # reached are missing) say nothing of whether they flip
+    finished = {side: [r for r in reports if not r.timed_out]
+                for side, reports in (("gold", gold), ("empty", empty))}
+    flaky = sorted(flaky_tests([r.statuses for r in finished["gold"]])
+                   | flaky_tests([r.statuses for r in finished["empty"]]))
     flips = {t: {side: dict(Counter(r.statuses.get(t, "MISSING") for r in reports))
-                 for side, reports in (("gold", gold), ("empty", empty))} for t in flaky}
+                 for side, reports in finished.items()} for t in flaky}
     gold_ok = [r.resolved for r in gold]
     empty_ok = [r.resolved for r in empty]
+    timed_out = [r for r in gold if r.timed_out]
     reasons = []
     if diff.problem:
         reasons.append(f"gold played as an agent's diff: {diff.problem}")
+    elif timed_out:
+        reasons.append(f"tests time out with the gold patch ({len(timed_out)} of {len(gold)} "
+                       "runs stopped at the time limit)")
     elif not all(gold_ok):
         bad = next(r for r in gold if not r.resolved)
         failing = [

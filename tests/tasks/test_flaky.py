@@ -15,6 +15,7 @@ from repogym.tasks.played import Played
 from repogym.tasks.validate import Validation
 
 F2P, P2P, WOBBLY, OTHER = "t.py::test_fix", "t.py::test_old", "t.py::test_wobbly", "t.py::x"
+TIMED_OUT = "(the run timed out)"  # a key of a run's statuses below: the run was stopped
 
 
 def _task() -> Task:
@@ -26,9 +27,11 @@ def _report(task: Task, statuses: dict[str, str]) -> GradingReport:
     """A run's report, resolved as the scorer would for these statuses."""
     f2p = {t: statuses.get(t, "MISSING") for t in task.FAIL_TO_PASS}
     p2p = {t: statuses.get(t, "MISSING") for t in task.PASS_TO_PASS}
-    resolved = all(s == "PASSED" for s in {**f2p, **p2p}.values())
+    timed_out = statuses.pop(TIMED_OUT, None) is not None
+    resolved = all(s == "PASSED" for s in {**f2p, **p2p}.values()) and not timed_out
     return GradingReport(task.instance_id, resolved=resolved, patch_applied=True,
-                         fail_to_pass=f2p, pass_to_pass=p2p, statuses=dict(statuses))
+                         fail_to_pass=f2p, pass_to_pass=p2p, statuses=dict(statuses),
+                         timed_out=timed_out, valid=not timed_out)
 
 
 @pytest.fixture
@@ -37,10 +40,10 @@ def runs(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[dict[str, str]]]:
     queue: list[dict[str, str]] = []
 
     def grade_played(task: Task, n: int, _grader: Any) -> tuple[list[GradingReport], Played]:
-        return [_report(task, queue.pop(0)) for _ in range(n)], Played("diff")
+        return [_report(task, dict(queue.pop(0))) for _ in range(n)], Played("diff")
 
     def grade(task: Task, _patch: str, n: int, _grader: Any) -> list[GradingReport]:
-        return [_report(task, queue.pop(0)) for _ in range(n)]
+        return [_report(task, dict(queue.pop(0))) for _ in range(n)]
 
     monkeypatch.setattr(validate, "_grade_played", grade_played)
     monkeypatch.setattr(validate, "_grade", grade)
@@ -93,3 +96,15 @@ def test_a_task_with_no_flaky_test_is_left_as_it_is() -> None:
     task = _task()
     result = Validation(task.instance_id, True, "ok", [True, True], [False, False], [], 1.0)
     assert flaky.without_flaky(task, result) == (task, result)
+
+
+def test_a_gold_run_that_times_out_is_a_timeout_not_flaky_tests(
+        runs: list[dict[str, str]]) -> None:
+    """sympy__sympy-13437: one gold run of two past the limit (its last tests never ran) read
+    as every FAIL_TO_PASS test flipping, and the task was rejected as flaky."""
+    runs += [GOOD, {F2P: "PASSED", TIMED_OUT: ""}, EMPTY, EMPTY]
+    result = validate.validate_task(_task(), runs=2, grader=object())  # type: ignore[arg-type]
+    assert not result.ok and result.flaky == [] and result.flips == {}
+    assert result.reason.startswith("tests time out with the gold patch (1 of 2 runs")
+    kept, again = flaky.without_flaky(_task(), result, runs=2)
+    assert (kept, again) == (_task(), result)  # nothing to drop: no second validation
