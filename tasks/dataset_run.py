@@ -281,7 +281,7 @@ class DatasetRun:
             result = run_official(task, image, patch if kind != "empty" else None,
                                   self.out / "swebench", f"{kind}-{uuid.uuid4().hex[:6]}",
                                   timeout=int(max(600.0, 2 * task.environment.timeout)),
-                                  network_mode="none")
+                                  network_mode="none", cpus=self.grader.config.cpus)
             row.update(swebench=result.resolved, swebench_log=str(result.log_dir))
         except Exception as exc:  # noqa: BLE001 - swebench's own failure is a row of the table
             row.update(swebench=None, swebench_error=f"{type(exc).__name__}: {exc}"[:300])

@@ -117,28 +117,39 @@ class _Containers(ContainerCollection):
         mode = getattr(self.client, "network_mode", None)
         if mode is not None:
             kwargs.setdefault("network_mode", mode)
+        cpus = getattr(self.client, "cpus", None)
+        if cpus is not None:
+            kwargs.setdefault("nano_cpus", int(cpus * 1e9))
         kwargs.setdefault("init", True)
         return super().create(image, command, **kwargs)
 
 
 class _Client(docker.DockerClient):
     network_mode: str | None = None
+    cpus: float | None = None
 
     @property
     def containers(self) -> ContainerCollection:
         return _Containers(client=self)
 
 
-def official_client(network_mode: str | None = None) -> docker.DockerClient:
-    """A docker-py client for ``run_instance``; ``network_mode`` applies to its containers."""
+def official_client(network_mode: str | None = None, cpus: float | None = None
+                    ) -> docker.DockerClient:
+    """A docker-py client for ``run_instance``; ``network_mode`` applies to its containers,
+    and ``cpus`` is their CPU quota (none when None, as SWE-bench runs them). An agreement
+    gives both graders the same quota: a test that needs two cores (pylint's parallel checks)
+    passed in an unlimited container and failed in repogym's, or the other way round."""
     client = _Client.from_env()
     client.network_mode = network_mode
+    client.cpus = cpus
     return client
 
 
 def run_official(task: Task, image: str, patch: str | None, logs_dir: Path, run_id: str,
-                 timeout: int = 600, network_mode: str | None = None) -> OfficialResult:
-    """Runs SWE-bench's ``run_instance``; ``patch=None`` is its ``skip_patch`` mode."""
+                 timeout: int = 600, network_mode: str | None = None,
+                 cpus: float | None = None) -> OfficialResult:
+    """Runs SWE-bench's ``run_instance``; ``patch=None`` is its ``skip_patch`` mode; ``cpus``:
+    see :func:`official_client`."""
     from swebench.harness.constants import LOG_REPORT, RUN_EVALUATION_LOG_DIR
     from swebench.harness.run_evaluation import run_instance
 
@@ -155,7 +166,7 @@ def run_official(task: Task, image: str, patch: str | None, logs_dir: Path, run_
             time.sleep(0.01)
 
     spec = make_spec(task, image)
-    client = official_client(network_mode)
+    client = official_client(network_mode, cpus)
     Path(logs_dir).mkdir(parents=True, exist_ok=True)
     watcher = threading.Thread(target=watch, daemon=True)
     with _chdir_lock, _working_folder(Path(logs_dir)):
