@@ -41,7 +41,7 @@ from repogym.images.repository import ensure_image, image_tag
 from repogym.sandbox.client import docker_client
 from repogym.schema import Task
 from repogym.tasks.sources.common import Rejected, SourceOptions, reason_kind
-from repogym.tasks.sources.swebench import SwebenchOptions, SwebenchSource
+from repogym.tasks.sources.swebench import SwebenchOptions, SwebenchSource, setup_reason
 from repogym.tasks.validate import error_reason
 from repogym.tasks.variants import KINDS, predictions
 from repogym.version import __version__
@@ -211,7 +211,7 @@ class DatasetRun:
             built = ensure_image(task, progress=lambda _m: None)
         except RepogymError as exc:
             record["build"] = {"seconds": round(time.monotonic() - start, 1)}
-            self.finish(record, None, error_reason(exc))
+            self.finish(record, None, setup_reason(task, error_reason(exc)))
             return None
         record["build"] = {"seconds": round(time.monotonic() - start, 1), "cached": built.cached,
                            "image": built.tag, **layer_sizes(built.tag),

@@ -252,6 +252,7 @@ class WorkRepo:
 REASON_KINDS: tuple[tuple[str, str], ...] = (
     ("leak", r"^leak:"),
     ("untrusted certificate (set REPOGYM_CA_BUNDLE)", r"TLS certificate could not be verified"),
+    ("setup fails without the spec's Python", r"^setup fails without the spec's Python"),
     ("setup fails", r"^setup fails"),
     ("setup installs nothing", r"did not install what it asked for"),
     ("no Docker engine", r"^infrastructure: No Docker engine"),

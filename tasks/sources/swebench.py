@@ -302,6 +302,7 @@ class SwebenchSource:
         result = validate_task(task, runs=self.common.runs)
         if not result.ok and result.reason.startswith("setup fails"):
             task, result = self._other_python(task, result)
+            result = replace(result, reason=setup_reason(task, result.reason))
         task, result = without_flaky(task, result, runs=self.common.runs)
         if not result.ok and "gold does not resolve" in result.reason:
             task, result = self._without_network_tests(task, result)
@@ -348,3 +349,16 @@ class SwebenchSource:
                                                    if t not in offline],
                                   "dropped_tests": dropped})
         return reduced, validate_task(reduced, runs=self.common.runs)
+
+
+def setup_reason(task: Task, reason: str) -> str:
+    """A setup failure in an environment built with another Python than the spec's (it has no
+    base image here) says so: the instance fails outside what repogym can build, and a base
+    image of that Python is what would tell (astropy__astropy-6938 asks for 3.6)."""
+    requested = (task.extra.get("environment_source") or {}).get("python_requested")
+    if (not reason.startswith("setup fails") or not requested
+            or str(requested) == task.environment.python):
+        return reason
+    detail = reason.split(":", 1)[1].strip() if ":" in reason else reason
+    return (f"setup fails without the spec's Python ({requested} requested, no base image "
+            f"for it; built with {task.environment.python}): {detail}")

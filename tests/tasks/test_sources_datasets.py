@@ -12,7 +12,7 @@ import pytest
 from repogym.errors import TaskError
 from repogym.schema import Task
 from repogym.tasks.sources import specs
-from repogym.tasks.sources.common import SourceOptions
+from repogym.tasks.sources.common import SourceOptions, reason_kind
 from repogym.tasks.sources.datasets import (
     flavor,
     load_rows,
@@ -21,7 +21,7 @@ from repogym.tasks.sources.datasets import (
     resolve_commit,
     swebench_image,
 )
-from repogym.tasks.sources.swebench import SwebenchOptions, SwebenchSource
+from repogym.tasks.sources.swebench import SwebenchOptions, SwebenchSource, setup_reason
 
 GIT = ["git", "-c", "user.name=a", "-c", "user.email=a@b"]
 ROW = {"repo": "octo/app", "instance_id": "octo__app-1", "base_commit": "a" * 40,
@@ -205,6 +205,25 @@ def test_translation_of_the_spec_keys() -> None:
     assert "Python 3.7 has no base image here; built with 3.9" in notes
     assert any("made editable" in n for n in notes)
     assert translate({"python": "3.7"}, python="3.11").environment["python"] == "3.11"
+
+
+def test_a_setup_failure_without_the_specs_python_says_so() -> None:
+    """astropy__astropy-6938 asks for Python 3.6, which has no base image: its setup fails
+    with 3.9, which is no fault of the instance's and none repogym can mend by retrying."""
+    def task(python: str) -> Task:
+        got = translate({"python": python, "install": "python -m pip install -e ."})
+        return Task.from_dict({"instance_id": "o__r-1", "repo": "o/r", "base_commit": "a" * 40,
+                               "problem_statement": "p", "patch": "diff",
+                               "environment": got.environment,
+                               "environment_source": got.provenance})
+
+    reason = setup_reason(task("3.6"), "setup fails on this snapshot: error: old numpy")
+    assert reason == ("setup fails without the spec's Python (3.6 requested, no base image "
+                      "for it; built with 3.9): error: old numpy")
+    assert reason_kind(reason) == "setup fails without the spec's Python"
+    assert setup_reason(task("3.6"), "tests time out") == "tests time out"
+    assert setup_reason(task("3.9"), "setup fails: x") == "setup fails: x"
+    assert reason_kind("setup fails: x") == "setup fails"
 
 
 def test_setuptools_scm_projects_get_the_instance_version(tmp_path: Path) -> None:
