@@ -21,7 +21,7 @@ from pathlib import Path
 
 from repogym.scripts.output import progress
 from repogym.tasks.dataset_report import write_report
-from repogym.tasks.dataset_run import DatasetRun, RunOptions, State
+from repogym.tasks.dataset_run import DatasetRun, RunOptions, State, write_tasks
 from repogym.tasks.variants import KINDS
 
 
@@ -97,5 +97,7 @@ def report(args: argparse.Namespace) -> int:
     if not records:
         raise ValueError(f"{folder} holds no instance records: run `repogym swebench run` first")
     summary = write_report(folder, records, {"report_of": str(folder)}, not args.no_disk)
-    print(f"{summary['instances']} instances, {summary['kept']} kept: {folder / 'report.md'}")
+    suite = write_tasks(folder, records)
+    print(f"{summary['instances']} instances, {summary['kept']} kept: {folder / 'report.md'}, "
+          f"suite {suite}")
     return 0

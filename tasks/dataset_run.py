@@ -22,12 +22,14 @@ suite (``OUT/tasks.jsonl``, pointing at the mirrors), ready for ``repogym eval``
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import json
 import os
 import threading
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -35,7 +37,7 @@ from typing import Any
 
 from repogym.envs.grading.grader import Grader, GraderConfig
 from repogym.envs.grading.official import run_official
-from repogym.errors import RepogymError
+from repogym.errors import RepogymError, UsageError
 from repogym.images.env_image import env_tag, is_shared
 from repogym.images.repository import ensure_image, image_tag
 from repogym.sandbox.client import docker_client
@@ -46,7 +48,7 @@ from repogym.tasks.validate import error_reason
 from repogym.tasks.variants import KINDS, predictions
 from repogym.version import __version__
 
-INSTANCES, TASKS = "instances", "tasks.jsonl"
+INSTANCES, TASKS, LOCK = "instances", "tasks.jsonl", ".lock"
 Log = Callable[[str], None]
 
 
@@ -102,6 +104,34 @@ class State:
         with self._lock:
             os.replace(tmp, path)
 
+    @contextlib.contextmanager
+    def held(self) -> Iterator[None]:
+        """The folder for this process alone while the block runs: two runs in one folder
+        would validate the same instance at once and write over each other's records. The
+        lock is the kernel's (``flock``), so a run that was killed leaves none behind."""
+        path = self.folder.parent / LOCK
+        with open(path, "a+", encoding="utf-8") as handle:
+            try:
+                fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                handle.seek(0)
+                pid = handle.read().strip() or "another process"
+                raise UsageError(
+                    f"{self.folder.parent} is in use by a run still going on (process {pid}): "
+                    "wait for it to end, or stop it (kill -TERM, and it ends the instances "
+                    "under way), then run the same command again; give another --out for a "
+                    "separate run") from None
+            handle.seek(0)
+            handle.truncate()
+            handle.write(f"{os.getpid()}\n")
+            handle.flush()
+            try:
+                yield
+            finally:
+                handle.seek(0)
+                handle.truncate()
+                fcntl.flock(handle, fcntl.LOCK_UN)
+
     def all(self) -> list[dict[str, Any]]:
         records = []
         for path in sorted(self.folder.glob("*.json")):
@@ -146,6 +176,10 @@ class DatasetRun:
 
     def run(self) -> list[dict[str, Any]]:
         """Every instance that needs work, ``workers`` at once; returns every record."""
+        with self.state.held():
+            return self._run()
+
+    def _run(self) -> list[dict[str, Any]]:
         candidates = self.candidates()
         todo = [(c, self.state.read(c.instance_id)) for c in candidates]
         todo = [(c, r) for c, r in todo if needs(r, self.options)]
@@ -165,11 +199,14 @@ class DatasetRun:
             # (each stage's record is written as it ends), and the same command goes on
             self.log("stopping: the instances under way finish; run the same command again "
                      "to go on")
-            pool.shutdown(wait=False, cancel_futures=True)
+            pool.shutdown(wait=True, cancel_futures=True)  # the folder stays held till then
             raise
         pool.shutdown()
         records = [r for c in candidates if (r := self.state.read(c.instance_id))]
-        self.write_suite(records)
+        # the suite is the folder's: a run limited to some instances keeps the others' tasks
+        write_tasks(self.out, self.state.all())
+        (self.out / "config.json").write_text(json.dumps(
+            {**asdict(self.options), "repogym": __version__}, indent=1, default=str) + "\n")
         return records
 
     # --- one instance ---------------------------------------------------------------------
@@ -289,19 +326,17 @@ class DatasetRun:
         row["same"] = row.get("repogym") == row.get("swebench") and row["repogym"] is not None
         return row
 
-    # --- the suite ------------------------------------------------------------------------
 
-    def write_suite(self, records: list[dict[str, Any]]) -> Path:
-        """The kept tasks as a suite file (sources stay the mirrors' absolute paths)."""
-        path = self.out / TASKS
-        lines = [json.dumps(r["task"], sort_keys=True) for r in records
-                 if r.get("verdict") == "kept"]
-        tmp = path.with_suffix(".tmp")
-        tmp.write_text("".join(line + "\n" for line in lines), encoding="utf-8")
-        os.replace(tmp, path)
-        (self.out / "config.json").write_text(json.dumps(
-            {**asdict(self.options), "repogym": __version__}, indent=1, default=str) + "\n")
-        return path
+def write_tasks(out: Path, records: list[dict[str, Any]]) -> Path:
+    """The kept tasks of ``records`` as the folder's suite file (sources stay the mirrors'
+    absolute paths)."""
+    path = out / TASKS
+    lines = [json.dumps(r["task"], sort_keys=True) for r in records
+             if r.get("verdict") == "kept"]
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text("".join(line + "\n" for line in lines), encoding="utf-8")
+    os.replace(tmp, path)
+    return path
 
 
 def repo_of(candidate: Task | Rejected) -> str:

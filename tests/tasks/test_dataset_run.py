@@ -153,21 +153,27 @@ def test_sigterm_stops_a_run_as_ctrl_c_does() -> None:
         signal.signal(signal.SIGINT, before[1])
 
 
+def _dataset(tmp_path: Path, ids: tuple[int, ...] = (1, 2)) -> tuple[Path, Path]:
+    """A Lite-like file of instances octo__app-N on one mirror, and an environment file."""
+    base = _mirror(tmp_path / "repos" / "octo__app")
+    rows = [{"repo": "octo/app", "instance_id": f"octo__app-{n}", "base_commit": base,
+             "patch": PATCH, "test_patch": TEST_PATCH, "problem_statement": "add subtracts",
+             "version": "1.0", "FAIL_TO_PASS": json.dumps(["tests/test_app.py::test_big"]),
+             "PASS_TO_PASS": json.dumps(["tests/test_app.py::test_small"])} for n in ids]
+    data = tmp_path / "lite.jsonl"
+    data.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    env = tmp_path / "env.yaml"
+    env.write_text('"*":\n  "*":\n    python: "3.11"\n    test_cmd: python -m pytest -rA\n')
+    return data, env
+
+
 def test_an_unforeseen_error_ends_its_instance_not_the_run(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A bug met by one instance (astropy__astropy-14182: git's CalledProcessError) is recorded
     as that instance's error, which the next run tries again; the other instances go on."""
     from repogym.tasks import dataset_run
 
-    base = _mirror(tmp_path / "repos" / "octo__app")
-    rows = [{"repo": "octo/app", "instance_id": f"octo__app-{n}", "base_commit": base,
-             "patch": PATCH, "test_patch": TEST_PATCH, "problem_statement": "add subtracts",
-             "version": "1.0", "FAIL_TO_PASS": json.dumps(["tests/test_app.py::test_big"]),
-             "PASS_TO_PASS": json.dumps(["tests/test_app.py::test_small"])} for n in (1, 2)]
-    data = tmp_path / "lite.jsonl"
-    data.write_text("".join(json.dumps(r) + "\n" for r in rows))
-    env = tmp_path / "env.yaml"
-    env.write_text('"*":\n  "*":\n    python: "3.11"\n    test_cmd: python -m pytest -rA\n')
+    data, env = _dataset(tmp_path)
 
     def build_and_validate(self: Any, task: Any, record: dict[str, Any]) -> None:
         if task.instance_id == "octo__app-1":
@@ -183,3 +189,41 @@ def test_an_unforeseen_error_ends_its_instance_not_the_run(
     assert broken["verdict"] == "error" and "unexpected CalledProcessError" in broken["reason"]
     assert other["verdict"] == "rejected" and other["reason_kind"] == "setup fails"
     assert needs(broken, options) == "build" and needs(other, options) is None
+
+
+def test_a_run_folder_is_one_runs_and_a_limited_run_keeps_the_suite(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Two runs in one folder validated the same instances at once and wrote over each
+    other's records: the second is refused while the first holds the folder. A run limited
+    to some instances (--instances) wrote tasks.jsonl from those alone, and the suite lost
+    every other kept task."""
+    from repogym.errors import UsageError
+    from repogym.tasks import dataset_run
+
+    data, env = _dataset(tmp_path)
+
+    def build_and_validate(self: Any, task: Any, record: dict[str, Any]) -> Any:
+        return self.finish(record, task, "ok")
+
+    monkeypatch.setattr(dataset_run.DatasetRun, "build_and_validate", build_and_validate)
+    out = tmp_path / "run"
+
+    def options(*ids: str) -> RunOptions:
+        return RunOptions(file=data, out=out, repos=tmp_path / "repos", env=env, kinds=(),
+                          instances=ids)
+
+    dataset_run.DatasetRun(options(), log=lambda _m: None).run()
+    suite = [json.loads(line)["instance_id"] for line in (out / "tasks.jsonl").open()]
+    assert suite == ["octo__app-1", "octo__app-2"]
+    dataset_run.DatasetRun(options("octo__app-2"), log=lambda _m: None).run()
+    suite = [json.loads(line)["instance_id"] for line in (out / "tasks.jsonl").open()]
+    assert suite == ["octo__app-1", "octo__app-2"]
+    (out / "tasks.jsonl").unlink()
+    assert main(["swebench", "report", "--out", str(out), "--no-disk"]) == 0
+    assert len((out / "tasks.jsonl").read_text().splitlines()) == 2  # the report writes it
+
+    with State(out).held():  # another run in the folder
+        with pytest.raises(UsageError, match=f"in use by a run still going on .process "
+                                             f"{os.getpid()}"):
+            dataset_run.DatasetRun(options(), log=lambda _m: None).run()
+    dataset_run.DatasetRun(options(), log=lambda _m: None).run()  # free again
