@@ -60,6 +60,12 @@ class Environment:
     # the hook keeps values alive longer (a test that a freed object is gone fails) and
     # pytest's own tests of the hook see it set.
     assertion_pass_hook: bool = True
+    # the tests write into the repository (a file beside themselves, a folder at its root):
+    # grading opens the repository's root and the test modules' folders to them as /tmp is
+    # open (sticky: only a file's owner removes it), the names pytest and Python read on their
+    # own kept root's. Set only by validation (trusted), for a task whose gold fails with the
+    # folders closed and resolves with them open.
+    tests_write: bool = False
 
     def __post_init__(self) -> None:
         if self.python not in PYTHON_SUITES and self.image is None:
@@ -92,7 +98,8 @@ class Environment:
                 data[key] = tuple(data[key])
         if "python" in data:
             data["python"] = str(data["python"])
-        for flag, default in (("assertion_pass_hook", True), ("build_tools", False)):
+        for flag, default in (("assertion_pass_hook", True), ("build_tools", False),
+                              ("tests_write", False)):
             if not isinstance(data.get(flag, default), bool):
                 raise TaskError(f"environment.{flag} must be true or false.")
         return cls(**data)
@@ -168,7 +175,8 @@ class Task:
         env["env_setup"] = list(self.environment.env_setup)
         for key, default in (("language", "python"), ("runner", ""),
                              ("assertion_pass_hook", True), ("env_setup", []),
-                             ("env_commit", None), ("build_tools", False)):
+                             ("env_commit", None), ("build_tools", False),
+                             ("tests_write", False)):
             if env.get(key) == default:  # Python tasks read (and hash) as they always did
                 del env[key]
         extra = out.pop("extra")

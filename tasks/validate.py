@@ -248,6 +248,18 @@ def validate_task(task: Task, runs: int = 2, grader: Grader | None = None) -> Va
     )
 
 
+def _relaxed(task: Task, result: Validation, relaxed: Task, runs: int, grader: Grader | None,
+             note: str) -> tuple[Task, Validation]:
+    """``relaxed`` (``task`` with one grading safeguard eased) validated again when ``result``
+    is gold failing: kept, saying ``note``, where gold then resolves; else ``task`` as it was."""
+    if result.ok or "gold does not resolve" not in result.reason or relaxed == task:
+        return task, result
+    again = validate_task(relaxed, runs=runs, grader=grader)
+    if not again.ok:
+        return task, result
+    return relaxed, replace(again, reason=f"ok ({note})")
+
+
 def without_pass_hook(task: Task, result: Validation, runs: int = 2,
                       grader: Grader | None = None) -> tuple[Task, Validation]:
     """A task whose gold fails only while pytest's assertion pass hook is on (the equality
@@ -257,13 +269,22 @@ def without_pass_hook(task: Task, result: Validation, runs: int = 2,
     a task's plain asserts go unseen by the equality check (unittest's are still seen), and its
     certificate says whether an attack then wins."""
     env = task.environment
-    if (result.ok or "gold does not resolve" not in result.reason
-            or not env.assertion_pass_hook or not runs_pytest(env)):
+    if not env.assertion_pass_hook or not runs_pytest(env):
         return task, result
-    retried = task.with_(environment=replace(env, assertion_pass_hook=False))
-    again = validate_task(retried, runs=runs, grader=grader)
-    if not again.ok:
-        return task, result
-    return retried, replace(again, reason="ok (graded without the assertion pass hook: gold "
-                                          "fails with it on)")
+    return _relaxed(task, result, task.with_(environment=replace(env, assertion_pass_hook=False)),
+                    runs, grader, "graded without the assertion pass hook: gold fails with it on")
 
+
+def with_tests_writing(task: Task, result: Validation, runs: int = 2,
+                       grader: Grader | None = None) -> tuple[Task, Validation]:
+    """A task whose gold fails because its tests write into the repository (a folder beside
+    themselves, a file at its root: pylint-dev__pylint-7080), which grading closes to them:
+    validated again with those folders open (``environment.tests_write``), and kept so when
+    gold then resolves. Only validation decides this; the names pytest and Python read on
+    their own stay closed (see ``repogym.envs.grading.stage.open_script``)."""
+    env = task.environment
+    if env.tests_write or not runs_pytest(env):
+        return task, result
+    return _relaxed(task, result, task.with_(environment=replace(env, tests_write=True)),
+                    runs, grader, "the tests write into the repository: its root and their "
+                                  "folders are open to them")

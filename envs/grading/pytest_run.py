@@ -140,9 +140,11 @@ class PytestRun:
         files = self.test_files()
         prelude = self._prelude()
 
+        opened = opened_dirs(files) if self.task.environment.tests_write else []
+
         def finish() -> str:  # built once stripped is final
             return stage.finish_script(sorted(stripped), plant, files, protected_dirs(files),
-                                       prelude)
+                                       prelude, opened)
 
         staged, out = stage.run_staging(self.root, self._upload(patch, files, plant, hide),
                                         patch, checked, stripped, finish,
@@ -445,6 +447,12 @@ def protected_dirs(test_files: list[str]) -> list[str]:
         for i in range(1, len(parts) + 1):
             dirs.add("/".join(parts[:i]))
     return sorted(dirs)
+
+
+def opened_dirs(test_files: list[str]) -> list[str]:
+    """The folders a task's tests may write in (``environment.tests_write``): /testbed and
+    each test module's own folder. The folders between stay closed."""
+    return sorted({"."} | {path.rpartition("/")[0] for path in test_files if "/" in path})
 
 
 def _start_time(pid: int, var: str) -> str:

@@ -153,12 +153,41 @@ def apply_script(nonempty: bool, checked: list[str]) -> str:
     return "\n".join(lines) + "\n"
 
 
+# The names pytest and Python read from a folder on their own: in a folder opened to the tests
+# (``opened``), each is kept root's, or made a root-owned link to nowhere where it is absent, so
+# that what the tests write can change neither this run's collection nor a later run's.
+RESERVED = ("conftest.py", "__pycache__", "pytest.ini", ".pytest.ini", "tox.ini", "setup.cfg",
+            "pyproject.toml")
+NOWHERE = "/proc/.repogym-reserved"  # nothing can be made there, by root or anyone
+
+
+def open_script(opened: list[str]) -> str:
+    """Shell that opens ``opened`` (folders under /testbed) to the tests as /tmp is open:
+    root's, everyone may add files, only a file's owner may remove or rename it; the reserved
+    names in each stay root's (see :data:`RESERVED`)."""
+    if not opened:
+        return ""
+    qopened = " ".join(shlex.quote(d) for d in opened)
+    names = " ".join(RESERVED)
+    return f"""for d in {qopened}; do
+  [ -d "$d" ] && [ ! -L "$d" ] || continue
+  chown root:root -- "$d"; chmod 1777 -- "$d"
+  for n in {names}; do
+    if [ -e "$d/$n" ] || [ -L "$d/$n" ]; then chown -h root:root -- "$d/$n"
+      [ -L "$d/$n" ] || chmod go-w -- "$d/$n"
+    else ln -s {NOWHERE} "$d/$n"; fi
+  done
+done
+"""
+
+
 def finish_script(stripped: list[str], plant: bool, locked: list[str], dirs: list[str],
-                  prelude: str = "") -> str:
+                  prelude: str = "", opened: list[str] | None = None) -> str:
     """Part two: ``prelude`` (the reporter's collector starts there, while the rest runs),
     take out protected changes (only where the patch applied), apply the task's test patch,
     plant the canaries and disguise the test files (``plant.py``, sent with the upload,
-    decides where), and make test files and their folders root's."""
+    decides where), and make test files and their folders root's; ``opened`` folders are then
+    open to the tests (:func:`open_script`)."""
     restore = "".join(
         f"  if git cat-file -e HEAD:{shlex.quote(p)} 2>/dev/null; then "
         f"git checkout -q HEAD -- {shlex.quote(p)}; else rm -rf -- {shlex.quote(p)}; "
@@ -186,7 +215,7 @@ files=(); for f in "${{locked[@]}}"; do [ -e "$f" ] && files+=("$f"); done
 dirs=(); for d in {qdirs}; do [ -d "$d" ] && dirs+=("$d"); done
 [ ${{#files[@]}} = 0 ] || {{ chown root:root -- "${{files[@]}}"; chmod 644 -- "${{files[@]}}"; }}
 [ ${{#dirs[@]}} = 0 ] || {{ chown root:root -- "${{dirs[@]}}"; chmod 755 -- "${{dirs[@]}}"; }}
-echo __RG_STAGED=1
+{open_script(opened or [])}echo __RG_STAGED=1
 """
 
 
