@@ -1,4 +1,6 @@
-"""An editable install of a project whose pinned build backend predates PEP 660.
+"""The project's own install, where the plain ``pip install -e .`` of a spec goes wrong.
+
+An editable install of a project whose pinned build backend predates PEP 660:
 
 pylint 2.15's ``pyproject.toml`` pins ``setuptools~=62.6``: that setuptools has no
 ``build_editable`` hook, and the pip of repogym's images (26, as any since 25) no longer falls
@@ -7,6 +9,12 @@ missing the 'build_editable' hook``: pylint-dev__pylint-7993, -7114). The pip of
 environments fell back to ``setup.py develop``, which ran with the environment's own
 setuptools. The same here: the project's build requirements go into the environment with
 setuptools raised to one that has the hook, and the install runs without build isolation.
+
+An install dated to the project's own time (:func:`dated`): a requirement the project leaves
+open (Sphinx 3's ``docutils>=0.12``) resolves against today's index to a release the code
+never met (docutils 0.21 changed the nodes Sphinx's tests compare: gold failed on
+sphinx-doc__sphinx-8474 and -8273). SWE-bench's images were built when the instances were
+made, nearer the code's time.
 """
 
 from __future__ import annotations
@@ -53,3 +61,27 @@ def without_isolation(install: str, requirements: list[str]) -> str:
     raised = re.sub(r"\bpip install\b", "pip install --no-build-isolation", install, count=1)
     words = " ".join(shlex.quote(r) for r in requirements)
     return f"python -m pip install {words} && {raised}"
+
+
+DEFAULT_BUILD = ["setuptools>=40.8.0", "wheel"]  # PEP 517's for a project that names none
+
+
+def build_requirements(pyproject: str | None) -> list[str]:
+    """The build system's requirements (``[build-system] requires``), PEP 517's default where
+    the project names none."""
+    try:
+        system = tomllib.loads(pyproject or "").get("build-system") or {}
+    except tomllib.TOMLDecodeError:
+        return list(DEFAULT_BUILD)
+    return [str(r) for r in system.get("requires") or DEFAULT_BUILD]
+
+
+def dated(install: str, requirements: list[str], as_of: str) -> str:
+    """``install`` resolving what it pulls in as of ``as_of`` (pip's uploaded-prior-to, an ISO
+    date), its build requirements first from the image's own index date (a build backend of
+    then may not run on the image's Python) and the build not isolated, so that it uses them."""
+    words = " ".join(shlex.quote(r) for r in requirements)
+    raised = (install if "--no-build-isolation" in install else
+              re.sub(r"\bpip install\b", "pip install --no-build-isolation", install, count=1))
+    return (f"python -m pip install {words} && export PIP_UPLOADED_PRIOR_TO={shlex.quote(as_of)}"
+            f" && {raised}")

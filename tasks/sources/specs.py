@@ -30,6 +30,7 @@ from __future__ import annotations
 import json
 import re
 import shlex
+import time
 from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
@@ -132,9 +133,12 @@ def test_directives(test_patch: str, repo: str) -> list[str]:
 
 
 def translate(spec: dict[str, Any], repo: str, mirror: Path | None, commit: str,
-              python: str | None = None, version: str | None = None) -> Translated:
+              python: str | None = None, version: str | None = None,
+              install_as_of: str | None = None) -> Translated:
     """A swebench 4.x spec as a repogym environment (``python`` forces a base image;
-    ``version`` is the instance's, given to setuptools_scm where the project uses it)."""
+    ``version`` is the instance's, given to setuptools_scm where the project uses it;
+    ``install_as_of``, an ISO date, dates what the project's own install pulls in:
+    ``build_backend.dated``)."""
     unknown = set(spec) - SPEC_KEYS
     if unknown:
         raise SpecError(f"spec keys repogym does not know: {sorted(unknown)}")
@@ -153,11 +157,19 @@ def translate(spec: dict[str, Any], repo: str, mirror: Path | None, commit: str,
     install = spec.get("install")
     if install:
         install = _editable(str(install), notes)
-        build = (build_backend.old_setuptools(_show(mirror, commit, "pyproject.toml"))
+        pyproject = _show(mirror, commit, "pyproject.toml") if mirror is not None else None
+        build = (build_backend.old_setuptools(pyproject)
                  if mirror is not None and " -e " in f" {install} " else None)
         if build:
             notes.append("the build system pins a setuptools with no build_editable hook: "
                          f"installed without build isolation, with {' '.join(build)}")
+        if install_as_of:
+            notes.append(f"the project's install resolved as of {install_as_of}, its "
+                         "environment commit's date (gold fails with the index of "
+                         f"{INDEX_DATE[:10]})")
+            install = build_backend.dated(
+                install, build or build_backend.build_requirements(pyproject), install_as_of)
+        elif build:
             install = build_backend.without_isolation(install, build)
         if version and mirror is not None and _uses_scm(mirror, commit):
             # the image's history is one commit with no tags, so setuptools_scm would call the
@@ -189,6 +201,12 @@ def translate(spec: dict[str, Any], repo: str, mirror: Path | None, commit: str,
     if spec.get("log_parser"):
         env["log_parser"] = str(spec["log_parser"])
     return Translated(env, provenance)
+
+
+def commit_date(mirror: Path, commit: str) -> str:
+    """The commit's date in UTC, as pip's uploaded-prior-to reads it."""
+    stamp = run_git(mirror, "show", "-s", "--format=%ct", commit).strip()
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(int(stamp)))
 
 
 def tox_view(test_cmd: str) -> str | None:

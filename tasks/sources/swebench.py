@@ -311,6 +311,7 @@ class SwebenchSource:
         task, result = without_flaky(task, result, runs=self.common.runs)
         if not result.ok and "gold does not resolve" in result.reason:
             task, result = self._without_network_tests(task, result)
+        task, result = self._dated(task, result)
         task, result = without_pass_hook(task, result, runs=self.common.runs)
         task, result = with_tests_writing(task, result, runs=self.common.runs)
         return (task if result.ok else None), result.reason
@@ -321,15 +322,40 @@ class SwebenchSource:
         requested = (task.extra.get("environment_source") or {}).get("python_requested")
         if not others or requested == task.environment.python:
             return task, result
-        commit = str(task.extra.get("environment_setup_commit") or task.base_commit)
-        translated = specs.translate(spec, task.repo, mirror, commit, python=others[0],
-                                     version=task.version)
-        env = {**task.to_dict()["environment"], **translated.environment}
-        source = {**task.extra["environment_source"], **translated.provenance}
-        retried = Task.from_dict({**task.to_dict(), "environment": env,
-                                  "environment_source": source})
+        retried = self._translated(task, spec, mirror, python=others[0])
         again = validate_task(retried, runs=self.common.runs)
         return (retried, again) if again.ok else (task, result)
+
+    def _dated(self, task: Task, result: Any) -> tuple[Task, Any]:
+        """Gold failing: the project installed with what it pulls in as of its environment
+        commit's date (``build_backend.dated``), validated again, and kept so when gold then
+        resolves (sphinx-doc__sphinx-8474: docutils 0.21 against Sphinx 3.5's tests)."""
+        spec, mirror, _ = self._retry.get(task.instance_id, ({}, None, []))
+        if (result.ok or "gold does not resolve" not in result.reason or mirror is None
+                or not spec.get("install")):
+            return task, result
+        commit = str(task.extra.get("environment_setup_commit") or task.base_commit)
+        when = specs.commit_date(mirror, commit)
+        retried = self._translated(task, spec, mirror, python=task.environment.python,
+                                   install_as_of=when)
+        again = validate_task(retried, runs=self.common.runs)
+        if not again.ok:
+            return task, result
+        return retried, replace(again, reason=f"ok (the project's install dated to {when}, its "
+                                              "environment commit's: gold fails with today's "
+                                              "packages)")
+
+    def _translated(self, task: Task, spec: dict[str, Any], mirror: Path | None,
+                    **how: Any) -> Task:
+        """``task`` with its environment translated again from ``spec`` (``how``: the
+        arguments of ``specs.translate``)."""
+        commit = str(task.extra.get("environment_setup_commit") or task.base_commit)
+        translated = specs.translate(spec, task.repo, mirror, commit, version=task.version,
+                                     **how)
+        env = {**task.to_dict()["environment"], **translated.environment}
+        source = {**task.extra["environment_source"], **translated.provenance}
+        return Task.from_dict({**task.to_dict(), "environment": env,
+                               "environment_source": source})
 
     def _without_network_tests(self, task: Task, result: Any) -> tuple[Task, Any]:
         try:

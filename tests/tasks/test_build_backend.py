@@ -42,3 +42,36 @@ def test_the_spec_translation_uses_it(tmp_path: Path) -> None:
     assert got.environment["setup"][-1].endswith(
         "&& python -m pip install --no-build-isolation -e .")
     assert any("no build_editable hook" in n for n in got.provenance["notes"])
+
+
+def test_an_install_dated_to_the_projects_time(tmp_path: Path) -> None:
+    """sphinx-doc__sphinx-8474: Sphinx 3.5 asks for docutils>=0.12, today's index gives 0.21,
+    whose nodes its tests no longer match. Dated to the environment commit, the install takes
+    the docutils of then; the build requirements come first, from the image's index date."""
+    mirror = tmp_path / "m"
+    subprocess.run(["git", "init", "-q", str(mirror)], check=True)
+    (mirror / "setup.py").write_text("from setuptools import setup\nsetup(name='x')\n")
+    git = ["git", "-c", "user.name=a", "-c", "user.email=a@b", "-C", str(mirror)]
+    subprocess.run([*git, "add", "-A"], check=True)
+    subprocess.run([*git, "commit", "-qm", "x"], check=True,
+                   env={"GIT_COMMITTER_DATE": "2020-12-24T18:30:00+01:00", "PATH": "/usr/bin:/bin",
+                        "HOME": str(tmp_path)})
+    commit = subprocess.run(["git", "-C", str(mirror), "rev-parse", "HEAD"], check=True,
+                            capture_output=True, text=True).stdout.strip()
+    when = specs.commit_date(mirror, commit)
+    assert when == "2020-12-24T17:30:00Z"
+    spec = {"python": "3.9", "install": "python -m pip install -e ."}
+    got = specs.translate(spec, "sphinx-doc/sphinx", mirror, commit, install_as_of=when)
+    assert got.environment["setup"][-1] == (
+        "python -m pip install 'setuptools>=40.8.0' wheel && export "
+        "PIP_UPLOADED_PRIOR_TO=2020-12-24T17:30:00Z && "
+        "python -m pip install --no-build-isolation -e .")
+    assert any("resolved as of 2020-12-24T17:30:00Z" in n for n in got.provenance["notes"])
+    plain = specs.translate(spec, "sphinx-doc/sphinx", mirror, commit)
+    assert plain.environment["setup"][-1] == "python -m pip install -e ."
+    # with the old-setuptools pin, its raised requirements are the ones installed first
+    assert build_backend.dated("pip install --no-build-isolation -e .", ["setuptools>=64"],
+                               "2022-01-01T00:00:00Z") == (
+        "python -m pip install 'setuptools>=64' && export PIP_UPLOADED_PRIOR_TO="
+        "2022-01-01T00:00:00Z && pip install --no-build-isolation -e .")
+    assert build_backend.build_requirements(PYLINT) == ["setuptools~=62.6", "wheel~=0.37.1"]

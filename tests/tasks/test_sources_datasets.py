@@ -226,6 +226,42 @@ def test_a_setup_failure_without_the_specs_python_says_so() -> None:
     assert reason_kind("setup fails: x") == "setup fails"
 
 
+def test_gold_failing_is_tried_again_with_the_install_dated(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The retry's wiring, on stand-in validations: the first (today's packages) fails, the
+    dated one resolves; the task kept is the dated one, and says so."""
+    from repogym.tasks.sources import swebench
+    from repogym.tasks.validate import Validation
+
+    repos = tmp_path / "repos"
+    (repos / "octo__app").mkdir(parents=True)
+    subprocess.run(["git", "init", "-q", str(repos / "octo__app")], check=True)
+    base = commit(repos / "octo__app", {"setup.py": "from setuptools import setup\nsetup()\n"},
+                  "a")
+    row = {**ROW, "base_commit": base, "patch": "diff --git a/x b/x\n",
+           "install_config": {"python": "3.9", "install": "python -m pip install -e ."}}
+    file = tmp_path / "lite.jsonl"
+    file.write_text(json.dumps(row) + "\n")
+    seen: list[str] = []
+
+    def validate(task: Task, runs: int = 2, grader: Any = None) -> Validation:
+        dated = "PIP_UPLOADED_PRIOR_TO" in task.environment.setup[-1]
+        seen.append("dated" if dated else "today")
+        return Validation(task.instance_id, dated, "ok" if dated else
+                          "gold does not resolve it (failing: ['t'])", [dated], [False], [], 1.0)
+
+    monkeypatch.setattr(swebench, "validate_task", validate)
+    src = SwebenchSource(SwebenchOptions(file, repos, clone=False), SourceOptions(runs=1))
+    src.guard = lambda _task: None
+    src._without_network_tests = lambda t, r: (t, r)  # type: ignore[method-assign]
+    [task] = list(src.candidates())
+    assert isinstance(task, Task)
+    kept, reason = src.check(task)
+    assert seen == ["today", "dated"] and kept is not None, reason
+    assert reason.startswith("ok (the project's install dated to ")
+    assert "export PIP_UPLOADED_PRIOR_TO=" in kept.environment.setup[-1]
+
+
 def test_setuptools_scm_projects_get_the_instance_version(tmp_path: Path) -> None:
     # the image's history has no tags: setuptools_scm would say 0.1.dev1, and pytest's own
     # `minversion = "2.0"` then refuses to run its tests
