@@ -80,6 +80,7 @@ def test_what_the_tests_may_not_do_in_an_opened_folder(toy_image: str) -> None:
             "rm -f tests/conftest.py 2>/dev/null && echo 'REMOVED link'; "
             "mv tests/test_mul.py tests/x.py 2>/dev/null && echo 'MOVED test'; "
             "rm -f tests/test_mul.py 2>/dev/null && echo 'REMOVED test'; "
+            "mv tests elsewhere 2>/dev/null && echo 'MOVED folder'; "
             "ls -ld . tests | cut -c1-10; readlink tests/conftest.py", timeout=30)
         out = probe.output
         assert "new-ok" in out and "MADE" not in out and "REMOVED" not in out, out
