@@ -173,8 +173,8 @@ def open_script(opened: list[str]) -> str:
   [ -d "$d" ] && [ ! -L "$d" ] || continue
   chown root:root -- "$d"; chmod 1777 -- "$d"
   for n in {names}; do
-    if [ -e "$d/$n" ] || [ -L "$d/$n" ]; then chown -h root:root -- "$d/$n"
-      [ -L "$d/$n" ] || chmod go-w -- "$d/$n"
+    if [ -L "$d/$n" ]; then chown -h root:root -- "$d/$n"
+    elif [ -e "$d/$n" ]; then chown -R root:root -- "$d/$n"; chmod -R go-w -- "$d/$n"
     else ln -s {NOWHERE} "$d/$n"; fi
   done
 done

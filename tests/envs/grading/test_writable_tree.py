@@ -68,12 +68,13 @@ def test_what_the_tests_may_not_do_in_an_opened_folder(toy_image: str) -> None:
     rename a file that is not theirs: no."""
     box = DockerSandbox(SandboxConfig(image=toy_image, role="grader"))
     try:
-        box.run("mkdir -p tests && touch tests/__init__.py", timeout=30)
+        box.run("mkdir -p tests/__pycache__ && touch tests/__pycache__/cached.pyc", timeout=30)
         staged = box.exec(["bash", "-c", "chown root:root tests/test_mul.py && "
                            + open_script([".", "tests"])], user="root")
         assert staged.exit_code == 0, staged.output
         probe = box.run(
             "touch tests/new.txt && echo new-ok; "
+            "echo x >> tests/__pycache__/cached.pyc 2>/dev/null && echo 'MADE cached'; "
             "for n in conftest.py tests/conftest.py tests/__pycache__/t.pyc pytest.ini "
             "tests/tox.ini; do mkdir -p \"$(dirname $n)\" 2>/dev/null; "
             "echo x > $n 2>/dev/null && echo \"MADE $n\"; done; "
