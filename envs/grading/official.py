@@ -31,6 +31,7 @@ import docker
 from docker.models.containers import ContainerCollection
 
 from repogym.errors import GradingError
+from repogym.sandbox.features import engine_features
 from repogym.schema import Task
 
 if TYPE_CHECKING:
@@ -141,7 +142,8 @@ def official_client(network_mode: str | None = None, cpus: float | None = None
     passed in an unlimited container and failed in repogym's, or the other way round."""
     client = _Client.from_env()
     client.network_mode = network_mode
-    client.cpus = cpus
+    # an engine that does not enforce a quota gives repogym's containers none either
+    client.cpus = cpus if cpus is not None and "cpu" in engine_features(client).limits else None
     return client
 
 
