@@ -177,10 +177,18 @@ def _last_lines(text: str, n: int = 3) -> str:
     return " | ".join(lines[-n:])[:300]
 
 
+def outcome(status: str | None) -> str:
+    """What a status is worth to a grade: a pass, an expected failure (a pass of
+    PASS_TO_PASS, not of FAIL_TO_PASS), or a failure (FAILED, ERROR, SKIPPED, missing)."""
+    return status if status in ("PASSED", "XFAIL") else "failing"
+
+
 def flaky_tests(runs: list[dict[str, str]]) -> set[str]:
-    """Tests whose status differs between runs (missing from one counts as a status)."""
+    """Tests whose outcome differs between runs (missing from one counts as failing). A test
+    that fails one way in one run and another way in the next (ERROR, then FAILED:
+    sympy__sympy-13146's FAIL_TO_PASS test without the fix) decides every grade the same."""
     ids = set().union(*runs) if runs else set()
-    return {t for t in ids if len({r.get(t) for r in runs}) > 1}
+    return {t for t in ids if len({outcome(r.get(t)) for r in runs}) > 1}
 
 
 def validate_task(task: Task, runs: int = 2, grader: Grader | None = None) -> Validation:

@@ -108,3 +108,13 @@ def test_a_gold_run_that_times_out_is_a_timeout_not_flaky_tests(
     assert result.reason.startswith("tests time out with the gold patch (1 of 2 runs")
     kept, again = flaky.without_flaky(_task(), result, runs=2)
     assert (kept, again) == (_task(), result)  # nothing to drop: no second validation
+
+
+def test_a_test_that_fails_two_ways_is_not_flaky(runs: list[dict[str, str]]) -> None:
+    """sympy__sympy-13146: without the fix, its FAIL_TO_PASS test ended in ERROR in one run and
+    FAILED in the other; both fail it, so the task was rejected as flaky for nothing."""
+    runs += [GOOD, GOOD, {**EMPTY, F2P: "ERROR"}, EMPTY]
+    result = validate.validate_task(_task(), runs=2, grader=object())  # type: ignore[arg-type]
+    assert result.ok and result.flaky == [], result.reason
+    assert validate.flaky_tests([{F2P: "PASSED"}, {F2P: "XFAIL"}]) == {F2P}
+    assert validate.flaky_tests([{F2P: "SKIPPED"}, {}]) == set()
