@@ -46,6 +46,7 @@ from repogym.tasks.flaky import without_flaky
 from repogym.tasks.validate import (
     derive_lists,
     validate_task,
+    with_longer_limit,
     with_tests_writing,
     without_pass_hook,
 )
@@ -59,6 +60,7 @@ from .mirrors import Mirrors
 from .offline import network_failures
 from .tree_view import GitTree
 
+HARNESS_TIMEOUT = 1800.0  # seconds swebench's run_evaluation gives an instance's tests
 ENV_KEYS = {"python", "setup", "test_cmd", "log_parser", "image", "timeout", "language", "runner",
             "test_files"}
 Specs = dict[str, dict[str, dict[str, Any]]]
@@ -305,6 +307,7 @@ class SwebenchSource:
                 return None, reason
             task = derived
         result = validate_task(task, runs=self.common.runs)
+        task, result = with_longer_limit(task, result, HARNESS_TIMEOUT, runs=self.common.runs)
         if not result.ok and result.reason.startswith("setup fails"):
             task, result = self._other_python(task, result)
             result = replace(result, reason=setup_reason(task, result.reason))

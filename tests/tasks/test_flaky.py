@@ -16,6 +16,7 @@ from repogym.tasks.validate import Validation
 
 F2P, P2P, WOBBLY, OTHER = "t.py::test_fix", "t.py::test_old", "t.py::test_wobbly", "t.py::x"
 TIMED_OUT = "(the run timed out)"  # a key of a run's statuses below: the run was stopped
+SECONDS = "(seconds)"  # another: how long the run's tests took
 
 
 def _task() -> Task:
@@ -28,10 +29,11 @@ def _report(task: Task, statuses: dict[str, str]) -> GradingReport:
     f2p = {t: statuses.get(t, "MISSING") for t in task.FAIL_TO_PASS}
     p2p = {t: statuses.get(t, "MISSING") for t in task.PASS_TO_PASS}
     timed_out = statuses.pop(TIMED_OUT, None) is not None
+    seconds = float(statuses.pop(SECONDS, 1))
     resolved = all(s == "PASSED" for s in {**f2p, **p2p}.values()) and not timed_out
     return GradingReport(task.instance_id, resolved=resolved, patch_applied=True,
                          fail_to_pass=f2p, pass_to_pass=p2p, statuses=dict(statuses),
-                         timed_out=timed_out, valid=not timed_out)
+                         timed_out=timed_out, valid=not timed_out, test_seconds=seconds)
 
 
 @pytest.fixture
@@ -118,3 +120,32 @@ def test_a_test_that_fails_two_ways_is_not_flaky(runs: list[dict[str, str]]) -> 
     assert result.ok and result.flaky == [], result.reason
     assert validate.flaky_tests([{F2P: "PASSED"}, {F2P: "XFAIL"}]) == {F2P}
     assert validate.flaky_tests([{F2P: "SKIPPED"}, {}]) == set()
+
+
+def test_gold_past_the_limit_is_validated_again_with_the_harnesss(
+        runs: list[dict[str, str]], monkeypatch: pytest.MonkeyPatch) -> None:
+    """sympy__sympy-13437: test_bell takes 427 s here; validated with 300 s, every gold run
+    timed out, where SWE-bench's harness gives 1800 s. Validated again with that, kept with
+    three times gold's slowest run as its limit."""
+    limits: list[float] = []
+    grade = validate._grade_played
+
+    def seen(task: Task, n: int, grader: Any) -> Any:
+        limits.append(task.environment.timeout)
+        return grade(task, n, grader)
+
+    monkeypatch.setattr(validate, "_grade_played", seen)
+    runs += [{**GOOD, TIMED_OUT: ""}, {**GOOD, TIMED_OUT: ""}, EMPTY, EMPTY]
+    first = validate.validate_task(_task(), runs=2, grader=object())  # type: ignore[arg-type]
+    assert first.reason.startswith("tests time out with the gold patch (2 of 2 runs")
+    runs += [{**GOOD, SECONDS: "427"}, {**GOOD, SECONDS: "380"}, EMPTY, EMPTY]
+    kept, result = validate.with_longer_limit(_task(), first, 1800, runs=2,
+                                              grader=object())  # type: ignore[arg-type]
+    assert limits == [300, 1800] and result.ok
+    assert kept.environment.timeout == 1281  # 3 x 427 s
+    assert result.reason == ("ok (gold's tests take 427 s, past the limit of 300 s: the limit "
+                             "is now 1281 s)")
+    # still past the harness's limit: rejected as it was
+    runs += [{**GOOD, TIMED_OUT: ""}, GOOD, EMPTY, EMPTY]
+    assert validate.with_longer_limit(_task(), first, 1800, runs=2, grader=object()  # type: ignore[arg-type]
+                                      ) == (_task(), first)
