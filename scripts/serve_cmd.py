@@ -54,7 +54,7 @@ def run(args: argparse.Namespace) -> int:
 
     # what serving loads, never `repogym serve --help`: openenv-core brings gradio, pandas and
     # MCP (thousands of modules, seconds), the gateway starlette and httpx
-    from repogym.agents.gateway.gateway import bind  # starlette, httpx
+    from repogym.agents.gateway.gateway import bind, run_server  # starlette, httpx
     from repogym.envs.openenv.server import ServeConfig, build_app  # openenv-core
 
     if args.host not in ("127.0.0.1", "localhost", "::1") and not args.allow_remote:
@@ -72,5 +72,5 @@ def run(args: argparse.Namespace) -> int:
     progress(f"repogym serve: suite {args.suite} on http://{args.host}:{sock.getsockname()[1]} "
              f"(OpenEnv WebSocket at /ws, {args.max_sessions} sessions, idle timeout "
              f"{args.idle_timeout:g} s)")
-    uvicorn.Server(uvicorn.Config(build_app(config), log_level="info")).run(sockets=[sock])
+    run_server(uvicorn.Config(build_app(config), log_level="info"), sock)
     return 0

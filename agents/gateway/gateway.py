@@ -8,10 +8,12 @@
 
 from __future__ import annotations
 
+import signal
 import socket
 import threading
 import time
 from pathlib import Path
+from types import FrameType
 from typing import Any
 
 import uvicorn
@@ -97,8 +99,29 @@ class Gateway:
         self.stop()
 
 
+class _Server(uvicorn.Server):
+    """uvicorn's server, remembering whether SIGINT stopped it."""
+
+    interrupted = False
+
+    def handle_exit(self, sig: int, frame: FrameType | None) -> None:
+        self.interrupted = self.interrupted or sig == signal.SIGINT
+        super().handle_exit(sig, frame)
+
+
+def run_server(config: uvicorn.Config, sock: socket.socket) -> None:
+    """A command's foreground server (``repogym gateway``, ``repogym serve``): Ctrl-C (SIGINT)
+    stops it with KeyboardInterrupt (the command's status 130). uvicorn raises the signal
+    again once it has stopped, which does nothing where the process inherited SIGINT ignored
+    (a job a shell started in the background): the command then ended with status 0, as if
+    nothing had stopped it."""
+    server = _Server(config)
+    server.run(sockets=[sock])
+    if server.interrupted:
+        raise KeyboardInterrupt
+
+
 def serve_forever(config: GatewayConfig, host: str, port: int) -> None:
-    """The CLI's foreground server (Ctrl-C stops it)."""
+    """The gateway command's server (Ctrl-C stops it: :func:`run_server`)."""
     sock = bind(host, port)
-    uv = uvicorn.Config(build_app(config), log_level="info", lifespan="on")
-    uvicorn.Server(uv).run(sockets=[sock])
+    run_server(uvicorn.Config(build_app(config), log_level="info", lifespan="on"), sock)

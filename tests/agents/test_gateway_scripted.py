@@ -152,3 +152,29 @@ def test_the_scripted_gateway_resolves_a_task_for_the_llm_agent(tmp_path: Path) 
         server.send_signal(signal.SIGINT)
         out, _ = server.communicate(timeout=30)
     assert server.returncode == 130, out
+
+
+def test_ctrl_c_is_an_interruption_also_for_a_gateway_started_in_the_background(
+        tmp_path: Path) -> None:
+    """A job a shell starts in the background inherits SIGINT ignored; uvicorn still stops on
+    it, and raised it again after, which then did nothing: the command ended with status 0, as
+    if nothing had stopped it (a CI run started in the background failed on it)."""
+    port = _free_port()
+    server = subprocess.Popen(
+        [sys.executable, "-m", "repogym", "gateway", "--scripted", "gold", "--suite", "demo",
+         "--port", str(port), "--record-dir", str(tmp_path / "calls")],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN))
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                urllib.request.urlopen(f"http://127.0.0.1:{port}/s/check/v1/models", timeout=5)
+                break
+            except (urllib.error.URLError, ConnectionError):
+                assert server.poll() is None and time.monotonic() < deadline, server.stdout
+                time.sleep(0.3)
+    finally:
+        server.send_signal(signal.SIGINT)
+        out, _ = server.communicate(timeout=30)
+    assert server.returncode == 130, out
