@@ -120,6 +120,17 @@ def _free_port() -> int:
         return int(sock.getsockname()[1])
 
 
+def _wait_until_it_answers(server: subprocess.Popen[str], port: int) -> None:
+    deadline = time.monotonic() + 60
+    while True:
+        try:
+            urllib.request.urlopen(f"http://127.0.0.1:{port}/s/check/v1/models", timeout=5)
+            return
+        except (urllib.error.URLError, ConnectionError):
+            assert server.poll() is None and time.monotonic() < deadline, server.stdout
+            time.sleep(0.3)
+
+
 @pytest.mark.docker
 def test_the_scripted_gateway_resolves_a_task_for_the_llm_agent(tmp_path: Path) -> None:
     """The command, a real episode in Docker, the llm agent speaking to it as to any endpoint;
@@ -130,14 +141,7 @@ def test_the_scripted_gateway_resolves_a_task_for_the_llm_agent(tmp_path: Path) 
          "--port", str(port), "--record-dir", str(tmp_path / "calls")],
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                urllib.request.urlopen(f"http://127.0.0.1:{port}/s/check/v1/models", timeout=5)
-                break
-            except (urllib.error.URLError, ConnectionError):
-                assert server.poll() is None and time.monotonic() < deadline, server.stdout
-                time.sleep(0.3)
+        _wait_until_it_answers(server, port)
         env = {**os.environ, "OPENAI_BASE_URL": f"http://127.0.0.1:{port}/s/eval/v1",
                "REPOGYM_LLM_MODEL": "gold"}
         run = subprocess.run(
@@ -166,14 +170,7 @@ def test_ctrl_c_is_an_interruption_also_for_a_gateway_started_in_the_background(
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
         preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN))
     try:
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                urllib.request.urlopen(f"http://127.0.0.1:{port}/s/check/v1/models", timeout=5)
-                break
-            except (urllib.error.URLError, ConnectionError):
-                assert server.poll() is None and time.monotonic() < deadline, server.stdout
-                time.sleep(0.3)
+        _wait_until_it_answers(server, port)
     finally:
         server.send_signal(signal.SIGINT)
         out, _ = server.communicate(timeout=30)
