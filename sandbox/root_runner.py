@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING
 from repogym.resources import script
 from repogym.sandbox.base import ExecResult, SandboxLost
 from repogym.sandbox.client import engine_errors
+from repogym.sandbox.features import engine_features
 from repogym.sandbox.shell import MarkerCapture
 from repogym.sandbox.transport import FrameReader
 
@@ -52,8 +53,11 @@ class Runner:
         """Starts a runner in ``box``'s container; it answers once its folder exists."""
         api = box.client.api
         with engine_errors(f"start a runner in {box.name}"):
+            # the container's process slots, where the engine counts them (see the loop)
+            limits = engine_features(box.client).limits
+            slots = box.config.pids_limit if "pids" in limits else 0
             exec_id = api.exec_create(box.container.id, ["bash", "--noprofile", "--norc", "-c",
-                                                         LOOP],
+                                                         LOOP, "repogym-runner", str(slots)],
                                       stdin=True, stdout=True, stderr=True, user=user,
                                       workdir=box.workdir)["Id"]
             raw = api.exec_start(exec_id, socket=True)

@@ -90,6 +90,13 @@ class PytestRun:
         # the runner at 30 s): the limit only waits when the passes are that slow
         self.root(":", timeout=120, end_user=True)
 
+    def end_at_limit(self) -> None:
+        """The test run hit its time limit: every process of the tests' user ends, the spare's
+        too (a timed-out test run has no decoy run after it, and a decoy run under way has run
+        the agent's code: it may be what holds the container's process slots)."""
+        self.decoy, self.spare = None, None
+        self.end_user()
+
     def grade(self, patch: str) -> None:
         with self.report.timed("stage"):
             canaries = self.stage(patch)
@@ -305,7 +312,8 @@ class PytestRun:
                 decoy.go()
                 warm.go()
             self.asked = warm
-            return warm.finish(self.box, timeout, config.log_limit, self.end_user,
+            return warm.finish(self.box, timeout, config.log_limit,
+                               self.end_user if decoy_run else self.end_at_limit,
                                code_later=True), True
         command = f"{state_outside(cmd.test_cmd)} {shlex.join(opts)} {shlex.join(files)}"
         exports = dict(env)

@@ -110,6 +110,24 @@ def test_ending_a_user_but_the_process_it_spares(box: DockerSandbox, runner: Run
     assert [int(p) for p in result.output.split()] == [pids[0]], result.output
 
 
+def test_a_spared_process_that_forks_until_the_slots_are_gone_goes_too(box: DockerSandbox,
+                                                                      runner: Runner) -> None:
+    # a decoy run spared while the test run's processes end has run the agent's code: a fork
+    # bomb in it leaves its children unreaped in every slot, where the next script needs one
+    bomb = "import os\nwhile True:\n    try: os.fork()\n    except OSError: pass\n"
+    box.container.exec_run(["bash", "-c", f"sleep 2; exec python3 -c '{bomb}'"],
+                           user="repogym", detach=True)
+    listed = runner.run("ps -u repogym -o pid=,args=", timeout=30).output.splitlines()
+    spare = int(next(line for line in listed if "exec python3" in line).split()[0])
+    deadline = time.monotonic() + 90  # a loaded machine forks slowly
+    while len(box.container.top()["Processes"]) < box.config.pids_limit - 8:
+        assert time.monotonic() < deadline, "the fork bomb did not take the container's slots"
+        time.sleep(0.2)
+    result = runner.run("echo ok; ps -e -o user=", timeout=60, end_user=1000, spare=spare)
+    assert result.output.startswith("ok\n") and "repogym" not in result.output, result.output
+    assert runner.run("echo again").output == "again\n"
+
+
 def test_the_loop_says_nothing_before_the_host_speaks(box: DockerSandbox) -> None:
     """What the engine sends with the headers of its answer to an exec's start lands in the
     engine client's HTTP buffer, not on the socket: a ready line printed at once was lost there
