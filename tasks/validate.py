@@ -22,6 +22,10 @@ from repogym.tls import explain_certificate
 
 TIMED_OUT = "tests time out with the gold patch"
 MARGIN = 3  # a limit raised for slow tests: this many times gold's slowest run
+# gold failing in every run, and no run stopped: this many runs more tell a failure from a
+# test that passes by chance (sympy__sympy-13146's FAIL_TO_PASS test fails with 3 hash seeds
+# of 8, and failed in both validation runs)
+CONFIRM = 2
 
 
 @dataclass(frozen=True)
@@ -199,13 +203,17 @@ def flaky_tests(runs: list[dict[str, str]]) -> set[str]:
 def validate_task(task: Task, runs: int = 2, grader: Grader | None = None) -> Validation:
     """Gold resolves the task in every run; the empty patch resolves it in none. Gold is
     played as an agent's change: the diff taken from a container it was applied in is what is
-    graded, so a valid task is one an agent who writes the gold change is rewarded for."""
+    graded, so a valid task is one an agent who writes the gold change is rewarded for. Gold
+    failing in every run runs :data:`CONFIRM` times more: a test that passes by chance then
+    shows as flaky (``repogym.tasks.flaky``), not as gold failing."""
     import time
 
     start = time.monotonic()
     grader = grader or Grader(GraderConfig(cleanup_async=False))
     try:
         gold, diff = _grade_played(task, runs, grader)
+        if gold and not any(r.resolved or r.timed_out for r in gold):
+            gold += _grade(task, diff.diff, CONFIRM, grader)
         empty = _grade(task, "", runs, grader)
     except SetupFailed as exc:
         return Validation(task.instance_id, False, f"setup fails: {_last_lines(str(exc))}", [],

@@ -94,6 +94,28 @@ def test_a_task_whose_every_fail_to_pass_test_flips_is_rejected(
     assert kept is task
 
 
+def test_gold_failing_in_every_run_runs_again_and_a_test_passing_by_chance_is_flaky(
+        runs: list[dict[str, str]]) -> None:
+    """sympy__sympy-13146: its FAIL_TO_PASS test fails with gold under 3 hash seeds of 8, and
+    did in both validation runs: rejected as gold not resolving it. Two runs more show it
+    passing too: flaky, which names the upstream fault, not a failure of the fix."""
+    task = _task()
+    failing = {**GOOD, F2P: "ERROR"}
+    runs += [failing, failing, GOOD, failing, EMPTY, EMPTY]  # 2 runs, 2 more, then empty's 2
+    first = validate.validate_task(task, runs=2, grader=object())  # type: ignore[arg-type]
+    assert first.gold_resolved == [False, False, True, False]
+    assert first.flips[F2P]["gold"] == {"ERROR": 3, "PASSED": 1}
+    kept, result = flaky.without_flaky(task, first, runs=2,
+                                       grader=object())  # type: ignore[arg-type]
+    assert kept is task and result.reason == (
+        "every FAIL_TO_PASS test is flaky (1: gold ERROR 3, PASSED 1 of 4 runs)")
+    # failing in the runs more as well: gold does not resolve it
+    runs += [failing] * 4 + [EMPTY, EMPTY]
+    again = validate.validate_task(task, runs=2, grader=object())  # type: ignore[arg-type]
+    assert again.reason.startswith("gold does not resolve it (failing: ['t.py::test_fix']")
+    assert again.flaky == [] and len(again.gold_resolved) == 2 + validate.CONFIRM
+
+
 def test_a_task_with_no_flaky_test_is_left_as_it_is() -> None:
     task = _task()
     result = Validation(task.instance_id, True, "ok", [True, True], [False, False], [], 1.0)
