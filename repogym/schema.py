@@ -66,6 +66,11 @@ class Environment:
     # own kept root's. Set only by validation (trusted), for a task whose gold fails with the
     # folders closed and resolves with them open.
     tests_write: bool = False
+    # the hidden tests run under other names and a decoy run follows (``envs/grading/blind.py``).
+    # Set off only by validation (trusted), for a task whose tests read their own module's name
+    # (sphinx-doc__sphinx-8627's expect ``tests.test_util_typing.MyClass1``): gold fails
+    # disguised and resolves as itself. The canaries stay.
+    disguise: bool = True
 
     def __post_init__(self) -> None:
         if self.python not in PYTHON_SUITES and self.image is None:
@@ -99,7 +104,7 @@ class Environment:
         if "python" in data:
             data["python"] = str(data["python"])
         for flag, default in (("assertion_pass_hook", True), ("build_tools", False),
-                              ("tests_write", False)):
+                              ("tests_write", False), ("disguise", True)):
             if not isinstance(data.get(flag, default), bool):
                 raise TaskError(f"environment.{flag} must be true or false.")
         return cls(**data)
@@ -176,7 +181,7 @@ class Task:
         for key, default in (("language", "python"), ("runner", ""),
                              ("assertion_pass_hook", True), ("env_setup", []),
                              ("env_commit", None), ("build_tools", False),
-                             ("tests_write", False)):
+                             ("tests_write", False), ("disguise", True)):
             if env.get(key) == default:  # Python tasks read (and hash) as they always did
                 del env[key]
         extra = out.pop("extra")

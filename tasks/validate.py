@@ -313,6 +313,31 @@ def with_tests_writing(task: Task, result: Validation, runs: int = 2,
 
 
 
+def with_own_names(task: Task, result: Validation, runs: int = 2,
+                   grader: Grader | None = None) -> tuple[Task, Validation]:
+    """A task whose gold fails because its tests read their own module's name, which the
+    disguise changes (sphinx-doc__sphinx-8627: ``restify`` of a class the test module defines
+    is to read ``tests.test_util_typing.MyClass1``): validated again undisguised
+    (``environment.disguise`` off), and kept so when gold then resolves. Only validation
+    decides this; the canaries still run, and the task's certificate says whether a forgery
+    aimed at the hidden tests' ids then wins."""
+    env = task.environment
+    if not env.disguise or not runs_pytest(env):
+        return task, result
+    return _relaxed(task, result, task.with_(environment=replace(env, disguise=False)),
+                    runs, grader, "the tests read their own module's names: the hidden tests "
+                                  "run as themselves, with no decoy run")
+
+
+def relaxations(task: Task, result: Validation, runs: int = 2,
+                grader: Grader | None = None) -> tuple[Task, Validation]:
+    """Gold failing: each grading safeguard a task's own tests can trip eased in turn (one at a
+    time), and the task kept with the first under which gold resolves."""
+    for relax in (without_pass_hook, with_tests_writing, with_own_names):
+        task, result = relax(task, result, runs=runs, grader=grader)
+    return task, result
+
+
 def with_longer_limit(task: Task, result: Validation, limit: float, runs: int = 2,
                       grader: Grader | None = None) -> tuple[Task, Validation]:
     """A task whose gold runs past its time limit, validated again with ``limit`` (the

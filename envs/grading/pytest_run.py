@@ -54,6 +54,9 @@ class PytestRun:
         self.grader, self.task, self.box, self.report = grader, task, box, report
         self.only = only  # task creation: the tests a change reaches (pytest node ids)
         self.pytest = runs_pytest(task.environment)
+        # the hidden tests under other names, and the decoy run: the grader's setting, unless
+        # validation found the task's tests need their own names (``environment.disguise``)
+        self.disguising = grader.config.disguise and task.environment.disguise
         self.changed: list[str] = []
         # the test run's, the decoy run's, and a second one for the decoy run should its
         # waiting process not survive the test run (it then runs after it, in a new process)
@@ -67,7 +70,7 @@ class PytestRun:
         self.records: list[Records] = []
         # a second waiting pytest for the decoy run, spared when the test run's processes end
         decoy = box.decoy_pytest
-        self.spare = (decoy if self.channels and grader.config.disguise and decoy is not None
+        self.spare = (decoy if self.channels and self.disguising and decoy is not None
                       and decoy.wait_ready(0) and decoy.pid else None)
         self.spare_start = ""  # its start time, read before any of the agent's code ran
         # the decoy run collecting while the test run goes on (in the spare), once started
@@ -131,7 +134,7 @@ class PytestRun:
         plant = self.pytest and self.grader.config.canaries
         # task creation's runs of a few tests (``only``) check the repository's own code, not
         # an agent's: nothing to hide them from
-        hide = plant and self.grader.config.disguise and not self.only
+        hide = plant and self.disguising and not self.only
         staged, out = self._apply(patch, predicted, stripped, plant, hide)
         stage.record(self.report, staged, predicted, stripped)
         if staged.applied:
@@ -218,7 +221,7 @@ class PytestRun:
         time, each with its own reporter channel, and the hidden tests disguised."""
         config = self.grader.config
         return (self.spare is not None and bool(self.channels) and not self.only
-                and config.disguise and config.canaries and config.decoy_overlap
+                and self.disguising and config.canaries and config.decoy_overlap
                 and self.box.pytest is not None
                 and pytest_argv(self.task.environment.test_cmd) is not None)
 

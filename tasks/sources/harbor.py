@@ -9,7 +9,7 @@ from repogym.errors import TaskError
 from repogym.schema import Task
 from repogym.tasks.flaky import without_flaky
 from repogym.tasks.harbor_format import import_task, task_folders
-from repogym.tasks.validate import validate_task, with_tests_writing, without_pass_hook
+from repogym.tasks.validate import relaxations, validate_task
 
 from .common import Candidate, Rejected, SourceOptions
 from .leak import leak_guard
@@ -39,6 +39,5 @@ class HarborSource:
             return None, leak
         task, result = without_flaky(task, validate_task(task, runs=self.common.runs),
                                      runs=self.common.runs)
-        task, result = without_pass_hook(task, result, runs=self.common.runs)
-        task, result = with_tests_writing(task, result, runs=self.common.runs)
+        task, result = relaxations(task, result, runs=self.common.runs)
         return (task if result.ok else None), result.reason

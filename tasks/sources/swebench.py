@@ -45,10 +45,9 @@ from repogym.schema import Task
 from repogym.tasks.flaky import without_flaky
 from repogym.tasks.validate import (
     derive_lists,
+    relaxations,
     validate_task,
     with_longer_limit,
-    with_tests_writing,
-    without_pass_hook,
 )
 from repogym.tls import explain_certificate
 
@@ -315,8 +314,7 @@ class SwebenchSource:
         if not result.ok and "gold does not resolve" in result.reason:
             task, result = self._without_network_tests(task, result)
         task, result = self._dated(task, result)
-        task, result = without_pass_hook(task, result, runs=self.common.runs)
-        task, result = with_tests_writing(task, result, runs=self.common.runs)
+        task, result = relaxations(task, result, runs=self.common.runs)
         return (task if result.ok else None), result.reason
 
     def _other_python(self, task: Task, result: Any) -> tuple[Task, Any]:
