@@ -49,6 +49,7 @@ def agreement(records: list[dict[str, Any]]) -> dict[str, Any]:
     """Per prediction kind: how many verdicts were compared, how many agree, and each
     difference (or failure to grade) by instance."""
     out: dict[str, Any] = {}
+    rechecked = {r["instance_id"]: r["recheck"] for r in records if r.get("recheck")}
     for kind in KINDS:
         rows = [(r["instance_id"], r["agreement"][kind]) for r in records
                 if kind in (r.get("agreement") or {}) and "skipped" not in r["agreement"][kind]]
@@ -56,6 +57,7 @@ def agreement(records: list[dict[str, Any]]) -> dict[str, Any]:
             "compared": len(rows), "same": sum(1 for _, v in rows if v.get("same")),
             "differ": {iid: {k: v.get(k) for k in ("repogym", "swebench", "repogym_error",
                                                    "swebench_error", "repogym_invalid")}
+                       | ({"recheck": rechecked[iid]} if iid in rechecked else {})
                        for iid, v in rows if not v.get("same")},
         }
     return out
@@ -128,7 +130,10 @@ def markdown(summary: dict[str, Any], records: list[dict[str, Any]]) -> str:
               + " | ".join(KINDS) + " |", "| --- " * (5 + len(KINDS)) + "|"]
     for r in records:
         verdict = (f"kept ({r['F2P']} F2P, {r['P2P']} P2P"
-                   + (f", {len(r['dropped'])} dropped" if r.get("dropped") else "") + ")"
+                   + (f", {len(r['dropped'])} dropped" if r.get("dropped") else "")
+                   + (f"; gold {r['recheck']['gold_resolved']}/{r['recheck']['gold_runs']} "
+                      "validated again" if (r.get("recheck") or {}).get("gold_runs") else "")
+                   + ")"
                    if r.get("verdict") == "kept"
                    else f"{r.get('verdict')}: {r.get('reason', '')[:160]}".replace("|", "/"))
         build, val = r.get("build") or {}, r.get("validate") or {}

@@ -227,3 +227,59 @@ def test_a_run_folder_is_one_runs_and_a_limited_run_keeps_the_suite(
                                              f"{os.getpid()}"):
             dataset_run.DatasetRun(options(), log=lambda _m: None).run()
     dataset_run.DatasetRun(options(), log=lambda _m: None).run()  # free again
+
+
+def test_a_difference_with_the_official_harness_validates_again(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """sympy__sympy-13146: its FAIL_TO_PASS test passed in both validation runs and failed in
+    run_instance's; it fails in 6 runs of 10. A difference on gold or the empty patch has the
+    task validated again with more runs: what flips leaves the lists, here every FAIL_TO_PASS
+    test, so the instance is rejected as flaky. Where nothing flips, it stays, with the runs
+    recorded, and is not validated again on the next run."""
+    from repogym.tasks import dataset_run
+    from repogym.tasks.validate import Validation
+
+    data, env = _dataset(tmp_path)
+    f2p = "tests/test_app.py::test_big"
+    monkeypatch.setattr(dataset_run.DatasetRun, "build_and_validate",
+                        lambda self, task, record: self.finish(record, task, "ok"))
+
+    def grade_both(self: Any, task: Any, image: str, kind: str, patch: str) -> dict[str, Any]:
+        differs = kind == "gold"  # run_instance failed gold
+        return {"repogym": kind == "gold", "swebench": False, "same": not differs}
+
+    monkeypatch.setattr(dataset_run.DatasetRun, "grade_both", grade_both)
+    monkeypatch.setattr(dataset_run, "ensure_image", lambda *a, **k: type("B", (), {"tag": "t"}))
+    checked: list[tuple[str, int]] = []
+
+    def validate_task(task: Any, runs: int = 2, grader: Any = None) -> Validation:
+        checked.append((task.instance_id, runs))
+        if task.instance_id == "octo__app-2":  # nothing flips
+            return Validation(task.instance_id, True, "ok", [True] * runs, [False] * runs, [],
+                              1.0)
+        flips = {f2p: {"gold": {"PASSED": 2, "FAILED": 2}, "empty": {"FAILED": 4}}}
+        return Validation(task.instance_id, False, "gold does not resolve it; flaky tests",
+                          [True, False, True, False], [False] * 4, [f2p], 1.0, flips)
+
+    monkeypatch.setattr(dataset_run, "validate_task", validate_task)
+    options = RunOptions(file=data, out=tmp_path / "run", repos=tmp_path / "repos", env=env,
+                         kinds=("gold", "empty"))
+    dataset_run.DatasetRun(options, log=lambda _m: None).run()
+    flaky, steady = State(tmp_path / "run").read("octo__app-1"), State(tmp_path / "run").read(
+        "octo__app-2")
+    assert checked == [("octo__app-1", dataset_run.RECHECK_RUNS),
+                       ("octo__app-2", dataset_run.RECHECK_RUNS)]
+    assert flaky is not None and flaky["verdict"] == "rejected", flaky
+    assert flaky["reason"].startswith("every FAIL_TO_PASS test is flaky (1: gold FAILED 2, "
+                                      "PASSED 2 of 4 runs)")
+    assert flaky["recheck"]["gold_resolved"] == 2 and flaky["recheck"]["flaky"] == [f2p]
+    assert steady is not None and steady["verdict"] == "kept" and steady["recheck"][
+        "gold_runs"] == dataset_run.RECHECK_RUNS
+    suite = [json.loads(line)["instance_id"] for line in (tmp_path / "run/tasks.jsonl").open()]
+    assert suite == ["octo__app-2"]
+    records = State(tmp_path / "run").all()
+    summary = summarize(records, with_disk=False)
+    assert summary["agreement"]["gold"]["differ"]["octo__app-2"]["recheck"]["gold_resolved"] == 4
+    assert "kept (1 F2P, 1 P2P; gold 4/4 validated again)" in markdown(summary, records)
+    dataset_run.DatasetRun(options, log=lambda _m: None).run()  # done: no second recheck
+    assert len(checked) == 2
