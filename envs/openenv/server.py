@@ -158,7 +158,9 @@ class TokenGuard:
         await receive()  # websocket.connect
         client = ":".join(str(x) for x in scope.get("client") or ("?",))
         LOG.info("%s - WebSocket %s: refused, missing or wrong token", client, scope.get("path"))
-        error = {"type": "error", "data": {"message": UNAUTHORIZED, "code": "UNAUTHORIZED"}}
+        # the client reads the error frame or the close frame first, as timing has it: the
+        # same words in both
+        error = {"type": "error", "data": {"message": CLOSE_REASON, "code": "UNAUTHORIZED"}}
         try:
             await send({"type": "websocket.accept"})
             await send({"type": "websocket.send", "text": json.dumps(error)})

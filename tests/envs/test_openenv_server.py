@@ -104,6 +104,16 @@ def test_token_guard_and_hints(served: Served) -> None:
     with pytest.raises(Exception, match="missing or wrong token: send 'Authorization: Bearer"):
         with RepogymEnvClient(served.url, token="nope").sync() as client:
             client.reset()
+    # whichever frame a client reads first, the error's or the close's, says the same
+    from websockets.exceptions import ConnectionClosed
+    from websockets.sync.client import connect
+
+    with connect(served.url.replace("http://", "ws://") + "/ws", open_timeout=30) as ws:
+        said = json.loads(ws.recv(timeout=30))["data"]["message"]
+        with pytest.raises(ConnectionClosed) as closed:
+            ws.recv(timeout=30)
+    assert closed.value.rcvd is not None and said == closed.value.rcvd.reason
+    assert said.startswith("missing or wrong token: send 'Authorization: Bearer")
     assert _containers(served.pid) == []  # nothing of the environment ran for it
 
 
