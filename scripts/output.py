@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import sys
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -20,8 +21,15 @@ def write_json(path: str | Path | None, data: Any) -> None:
         Path(path).write_text(text + "\n")
 
 
+_SPEAKING = threading.Lock()
+
+
 def progress(message: str) -> None:
-    print(message, file=sys.stderr, flush=True)
+    """One line on standard error, whole: the workers of a command print at once (``print``
+    writes the text and its newline apart, and another thread's line came between)."""
+    with _SPEAKING:
+        sys.stderr.write(message + "\n")
+        sys.stderr.flush()
 
 
 def table(rows: list[list[Any]], header: list[str]) -> str:
