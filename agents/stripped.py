@@ -22,7 +22,7 @@ from repogym.envs.grading import stage
 from repogym.envs.grading.grader import Grader, GraderConfig
 from repogym.envs.grading.report import GradingReport
 from repogym.envs.grading.rewards import components
-from repogym.envs.grading.testcmd import runs_pytest
+from repogym.envs.grading.testcmd import plain_ids, runs_pytest
 from repogym.sandbox.pool import SandboxPool
 from repogym.schema import Task
 
@@ -35,11 +35,6 @@ def wholly_stripped(task: Task, patch: str) -> bool:
     tests = frozenset(stage.header_paths(task.test_patch)) | set(task.environment.test_files)
     stripped = stage.protected_by_name(paths, tests)
     return set(paths) == set(stripped) and not stage.content_checked(paths, stripped)
-
-
-def plain_ids(ids: tuple[str, ...] | list[str]) -> bool:
-    """Node ids pytest can be given on a command line as they are."""
-    return bool(ids) and all("::" in i and not any(c.isspace() for c in i) for i in ids)
 
 
 def stripped_grade(env: Any, task: Task, steps: int) -> tuple[GradingReport, float] | None:

@@ -143,6 +143,25 @@ def runs_pytest(env: Environment) -> bool:
     return reads_pytest_output(env.log_parser) and pytest_args(env.test_cmd) is not None
 
 
+def plain_ids(ids: tuple[str, ...] | list[str]) -> bool:
+    """Node ids pytest can be given on a command line as they are."""
+    return bool(ids) and all("::" in i and not any(c.isspace() for c in i) for i in ids)
+
+
+# a longer selection goes by file: a command line has its limits
+MAX_IDS_CHARS = 64 * 1024
+
+
+def failing_ids(task: Task) -> list[str]:
+    """The FAIL_TO_PASS ids a run of the failing tests alone can name on pytest's command line
+    (instead of their files, whose other tests would run too): all of them where the task's
+    tests run under pytest and every id is plain, else none."""
+    ids = list(task.FAIL_TO_PASS)
+    usable = (runs_pytest(task.environment) and plain_ids(ids)
+              and sum(len(i) + 1 for i in ids) <= MAX_IDS_CHARS)
+    return ids if usable else []
+
+
 def test_files(task: Task) -> list[str]:
     """The test files a grading run names on the test command's line."""
     env = task.environment

@@ -35,7 +35,7 @@ from typing import Any
 from repogym.envs.grading.agreement import call_cases
 from repogym.envs.grading.differential import same
 from repogym.envs.grading.grader import Grader
-from repogym.envs.grading.testcmd import runs_pytest
+from repogym.envs.grading.testcmd import failing_ids, runs_pytest
 from repogym.errors import RepogymError, TaskError
 from repogym.images.repository import ensure_image
 from repogym.sandbox.base import SandboxConfig
@@ -270,7 +270,7 @@ class _GoldRecording:
         return classify(settled, gold, [once, twice], self.config.slow_call)
 
     def trace(self, targets: list[Any]) -> tuple[dict[str, Any], dict[str, Any]]:
-        """Runs the files of the failing tests with the tracer on; what it saw."""
+        """Runs the failing tests with the tracer on (by id where pytest can); what it saw."""
         c = self.config
         spec = {"root": "/testbed", "out": OUT_DIR, "max_calls": c.max_calls,
                 "max_bytes": c.max_bytes, "max_functions": c.max_traced_functions,
@@ -281,7 +281,8 @@ class _GoldRecording:
         files = sorted({t.split("::")[0] for t in self.task.FAIL_TO_PASS})
         dumps = traced_run(self.box, self.task.environment.test_cmd, files,
                            self.task.environment.timeout, tracers, SITECUSTOMIZE, spec,
-                           TRACE_DIR, OUT_DIR, "gold-*.json")
+                           TRACE_DIR, OUT_DIR, "gold-*.json",
+                           ids=failing_ids(self.task))
         functions: dict[str, Any] = {}
         calls: dict[str, dict[str, Any]] = {}
         for data in dumps:

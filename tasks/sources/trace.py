@@ -23,7 +23,7 @@ from typing import Any
 
 from repogym.envs.grading.agreement import call_cases
 from repogym.envs.grading.grader import Grader
-from repogym.envs.grading.testcmd import runs_pytest
+from repogym.envs.grading.testcmd import failing_ids, runs_pytest
 from repogym.errors import RepogymError, TaskError
 from repogym.images.repository import ensure_image
 from repogym.sandbox.base import SandboxConfig
@@ -147,7 +147,8 @@ class _Recording:
         files = sorted({t.split("::")[0] for t in self.task.FAIL_TO_PASS})
         dumps = traced_run(self.box, self.task.environment.test_cmd, files,
                            self.task.environment.timeout, {"repogym_trace.py": own_source()},
-                           SITECUSTOMIZE, spec, TRACE_DIR, OUT_DIR, "trace-*.json")
+                           SITECUSTOMIZE, spec, TRACE_DIR, OUT_DIR, "trace-*.json",
+                           ids=failing_ids(self.task))
         calls: dict[str, dict[str, dict[str, Any]]] = {t.key: {} for t in targets}
         for data in dumps:
             for key, found in data["calls"].items():

@@ -5,7 +5,8 @@ While the tests that a removal breaks run, :class:`Tracer` (a profiler loaded th
 when the process exits. This file travels into the container as ``repogym_trace`` (with the
 gold cases' tracer, :mod:`.boundary`, which builds on it), so it imports only the standard
 library and runs on Python 3.9. :func:`traced_run` is the host's side: it sends the tracers,
-runs the failing tests' files under them and reads back what they wrote.
+runs the failing tests (by id where it can, else their files) under them and reads back what
+they wrote.
 """
 
 from __future__ import annotations
@@ -111,20 +112,34 @@ def start(config_path: str) -> Tracer:
 
 def traced_run(box: Any, test_cmd: str, test_files: list[str], timeout: float,
                tracers: dict[str, bytes], sitecustomize: str, spec: dict[str, Any],
-               trace_dir: str, out_dir: str, dumps: str) -> list[dict[str, Any]]:
+               trace_dir: str, out_dir: str, dumps: str, ids: list[str] | None = None
+               ) -> list[dict[str, Any]]:
     """Runs ``test_files`` with ``test_cmd`` in ``box`` with the tracers on (``tracers``:
     file name in ``trace_dir`` -> source; ``sitecustomize`` starts one with ``spec``) and
-    returns every JSON file they wrote in ``out_dir`` whose name matches ``dumps``."""
+    returns every JSON file they wrote in ``out_dir`` whose name matches ``dumps``.
+
+    ``ids``: the failing tests' node ids, run instead of their files where pytest finds them
+    (a file's other tests would run under the tracer too: minutes on a large file, for calls
+    that are not the failing tests'). A run of the ids that pytest could not make (an id it did
+    not find) is followed by the run of the files."""
     sub = trace_dir.removeprefix("/opt/")
     box.put_files({**{f"{sub}/{name}": source for name, source in tracers.items()},
                    f"{sub}/sitecustomize.py": sitecustomize.encode(),
                    f"{sub}/config.json": json.dumps(spec).encode()}, "/opt")
     _root(box, f"mkdir -p {out_dir} && chown 1000:1000 {out_dir}")
-    command = (f"{test_cmd} -p no:cacheprovider -o addopts= "
-               + " ".join(shlex.quote(f) for f in test_files if f.endswith(".py")))
-    box.exec(["env", f"PYTHONPATH={trace_dir}", f"REPOGYM_TRACE={trace_dir}/config.json",
-              "PYTEST_DISABLE_PLUGIN_AUTOLOAD=1", "PYTHONDONTWRITEBYTECODE=1",
-              "PYTHONHASHSEED=0", "bash", "-c", command], timeout=timeout)
+    by_id = [i for i in ids or () if i.split("::")[0].endswith(".py")]
+    files = [f for f in test_files if f.endswith(".py")]
+    for selection in ([by_id] if by_id else []) + [files]:
+        command = (f"{test_cmd} -p no:cacheprovider -o addopts= "
+                   + " ".join(shlex.quote(f) for f in selection))
+        result = box.exec(["env", f"PYTHONPATH={trace_dir}",
+                           f"REPOGYM_TRACE={trace_dir}/config.json",
+                           "PYTEST_DISABLE_PLUGIN_AUTOLOAD=1", "PYTHONDONTWRITEBYTECODE=1",
+                           "PYTHONHASHSEED=0", "bash", "-c", command], timeout=timeout)
+        # pytest's "not found" (4) and "no tests ran" (5): the ids missed, the files go next
+        if selection is files or result.exit_code not in (4, 5):
+            break
+        _root(box, f"rm -f {out_dir}/{dumps}")
     out = _root(box, f"for f in {out_dir}/{dumps}; do [ -e \"$f\" ] && base64 -w0 \"$f\"; "
                 "echo; done")
     return [json.loads(base64.b64decode(line)) for line in out.split()]
