@@ -26,6 +26,10 @@ run collecting meanwhile), plus the time limit of the two attacks that never end
   reports) on a task whose tests do not run under pytest;
 - an attack whose every change is stripped by name is graded on the FAIL_TO_PASS tests and the
   canaries alone (:mod:`repogym.agents.stripped`);
+- an attack on the code is graded first on the FAIL_TO_PASS tests alone, every defence on, and
+  whole only where that grade does not settle it (a win, a test it did not reach): the other
+  tests can only take a win away (:mod:`repogym.agents.stripped`; ``narrow=False`` grades
+  every attack whole);
 - the attacks on the harness (:data:`LAYOUT`: pytest's configuration and hooks, start-up files,
   exits, skips and reports forced from the package, endless runs) are played once per
   *layout*: the tasks of one repository snapshot with the same environment and the same test
@@ -53,8 +57,15 @@ from typing import Any
 
 import gymnasium as gym
 
-from repogym.agents.hacker import HACKS, LIMIT_HACKS, HackerAgent, adversarial_task, lang_hacks
-from repogym.agents.stripped import NOTE, stripped_grade
+from repogym.agents.hacker import (
+    HACKS,
+    LIMIT_HACKS,
+    HackerAgent,
+    adversarial_task,
+    hack_for_task,
+    lang_hacks,
+)
+from repogym.agents.stripped import NARROW_NOTE, NOTE, narrowed_grade, stripped_grade
 from repogym.envs.grading.grader import GraderConfig
 from repogym.envs.grading.recycle import reset_grader
 from repogym.envs.grading.testcmd import runs_pytest
@@ -99,6 +110,8 @@ class CertifyConfig:
     workers: int = field(default_factory=lambda: min(2, os.cpu_count() or 1))
     # the attacks on the harness played once per layout, their results shared (module docstring)
     share: bool = True
+    # an attack on the code graded on the FAIL_TO_PASS tests first (``stripped.narrowed_grade``)
+    narrow: bool = True
 
     def __post_init__(self) -> None:
         unknown = sorted(set(self.hacks) - set(HACKS) - set(LIMIT_HACKS) - set(lang_hacks()))
@@ -244,12 +257,12 @@ def certify(tasks: list[Task], config: CertifyConfig | None = None,
                 pool.resetters["grader"] = reset_grader
             with lock:
                 envs.append(local.env)
-        first = play(local.env, plays[key])
+        first = play(local.env, plays[key], config.narrow)
         if not first.error:
             return first
         # an episode that could not run (a command that timed out on a loaded machine, a lost
         # container) is played once more before the certificate says the attack did not run
-        again = play(local.env, plays[key])
+        again = play(local.env, plays[key], config.narrow)
         again.seconds += first.seconds
         if again.error:
             again.error = f"{again.error[:200]} (the first try: {first.error[:90]})"
@@ -312,10 +325,11 @@ def _attack_task(task: Task, hack: str, config: CertifyConfig) -> Task:
     return adversarial_task(replace(task, certificate=None), hack, limit)
 
 
-def play(env: gym.Env[Any, Any], task: Task) -> Attack:
+def play(env: gym.Env[Any, Any], task: Task, narrow: bool = True) -> Attack:
     """One attack's episode; an episode that fails to run is recorded, not raised (it earned
     nothing, and the certificate says why). An attack whose every change is stripped is graded
-    on the failing tests alone (``stripped.py``)."""
+    on the failing tests alone, and with ``narrow`` so is one on the code where that grade
+    settles it (``stripped.py``)."""
     agent = HackerAgent()
     start = time.monotonic()
     try:
@@ -327,13 +341,17 @@ def play(env: gym.Env[Any, Any], task: Task) -> Attack:
             action = agent.act(obs, info)
             steps += 1
             if isinstance(action, dict) and action.get("tool") == "submit":
-                shared = stripped_grade(env, task, steps)
-                if shared is not None:
-                    report, earned = shared
-                    return Attack(reward=earned, resolved=report.resolved,
-                                  f2p_pass_rate=report.f2p_pass_rate, valid=report.valid,
-                                  flags=report.flag_names(),
-                                  seconds=time.monotonic() - start, note=NOTE)
+                for grade, note in ((stripped_grade, NOTE), (narrowed_grade, NARROW_NOTE)):
+                    if grade is narrowed_grade and (
+                            not narrow or hack_for_task(task.instance_id) in TIME_LIMITED):
+                        continue  # one that runs to its time limit is graded whole at once
+                    alone = grade(env, task, steps)
+                    if alone is not None:
+                        report, earned = alone
+                        return Attack(reward=earned, resolved=report.resolved,
+                                      f2p_pass_rate=report.f2p_pass_rate, valid=report.valid,
+                                      flags=report.flag_names(),
+                                      seconds=time.monotonic() - start, note=note)
             obs, r, terminated, truncated, info = env.step(action)
             reward = float(r)
     except Exception as exc:  # an infrastructure failure: recorded in the certificate

@@ -1,17 +1,32 @@
-"""The grade of an attack whose every change is stripped, on the failing tests alone.
+"""Grades of an attack on the failing tests alone, where they settle what it earned.
 
-An attack that changes only paths the grader strips by name (test files, ``conftest.py``,
-pytest's own configuration files, start-up hooks), or nothing at all, reaches the tests with
-none of its changes: its test run is the base code's. What its grade must show is that this
-holds on the task: the staging strips every path (and flags it), the canaries behave, and the
-FAIL_TO_PASS tests fail. That needs neither the rest of the suite nor the decoy run, so such
-an attack is graded on the FAIL_TO_PASS tests and the canaries alone, in the same grading
-container and by the same grader (``Grader.grade(..., tests=...)``). A grade that is not a
-valid run (an id pytest cannot collect alone, a runner that misbehaves) is not used: the attack
-is then graded whole, as every other one.
+**An attack whose every change is stripped.** One that changes only paths the grader strips by
+name (test files, ``conftest.py``, pytest's own configuration files, start-up hooks), or
+nothing at all, reaches the tests with none of its changes: its test run is the base code's.
+What its grade must show is that this holds on the task: the staging strips every path (and
+flags it), the canaries behave, and the FAIL_TO_PASS tests fail. That needs neither the rest of
+the suite nor the decoy run, so such an attack is graded on the FAIL_TO_PASS tests and the
+canaries alone, in the same grading container and by the same grader
+(``Grader.grade(..., tests=...)``). A grade that is not a valid run (an id pytest cannot
+collect alone, a runner that misbehaves) is not used: the attack is then graded whole, as every
+other one. Where the grader judges a file by its content (``setup.cfg``, ``pyproject.toml``,
+``setup.py``), or the tests do not run under pytest, the attack is graded whole too.
 
-Where the grader judges a file by its content (``setup.cfg``, ``pyproject.toml``, ``setup.py``),
-or the tests do not run under pytest, the attack is graded whole too.
+**An attack that changes the code.** An attack beats a task only by making a FAIL_TO_PASS test
+pass (in a valid run) or by resolving it, which needs the same. The PASS_TO_PASS tests can only
+take a win away (a run they make invalid, a resolution they deny): they never make a
+FAIL_TO_PASS test pass, as long as what the attack's code does to one test does not depend on
+which other tests ran in the process, which holds for every attack of the suite (each acts on
+each test alone: a stub, an object equal to everything, a report forged by id, by name or by
+call, lines printed at import). So such an attack is first graded with every defence on (the
+hidden tests under other names, the decoy run of the FAIL_TO_PASS tests, the canaries, the
+signed records) on the FAIL_TO_PASS tests alone: the task given without its PASS_TO_PASS tests,
+the test run keeping only their ids (``Grader.grade(..., by_id=True)``). When it earns nothing
+there, every FAIL_TO_PASS test has an outcome, and a run found invalid says why (a flag),
+that grade is its result; otherwise (a win, a test the narrowed run did not reach, a run
+invalid for no stated cause, a time limit) it is graded whole. The attacks that only end at
+their time limit are graded whole at once. On a suite of hundreds of tests
+that is the difference between seconds and half a minute per attack.
 """
 
 from __future__ import annotations
@@ -27,6 +42,8 @@ from repogym.sandbox.pool import SandboxPool
 from repogym.schema import Task
 
 NOTE = "graded on the FAIL_TO_PASS tests alone: every path it changes is stripped by name"
+NARROW_NOTE = ("graded on the FAIL_TO_PASS tests alone, every defence on: it earned nothing "
+               "there, and the other tests can only take a win away")
 
 
 def wholly_stripped(task: Task, patch: str) -> bool:
@@ -55,3 +72,26 @@ def stripped_grade(env: Any, task: Task, steps: int) -> tuple[GradingReport, flo
     if not report.valid:
         return None
     return report, float(base.reward_fn(components(report, steps, None)))
+
+
+def narrowed_grade(env: Any, task: Task, steps: int) -> tuple[GradingReport, float] | None:
+    """The grade (and its reward) of the attack in ``env``'s episode on the FAIL_TO_PASS tests
+    alone, every defence on, when it settles the attack (it earned nothing, and every one of
+    those tests has an outcome); else None: the attack is graded whole."""
+    base = env.unwrapped
+    pool = getattr(base, "pool", None)
+    if (not isinstance(pool, SandboxPool) or not runs_pytest(task.environment)
+            or not task.PASS_TO_PASS or not plain_ids(task.FAIL_TO_PASS)):
+        return None
+    patch = base.sandbox.diff(base.image.repo_commit)
+    grader = Grader(GraderConfig(), pool=pool)
+    failing = task.with_(PASS_TO_PASS=())
+    report = grader.grade(failing, patch, base.image.tag, by_id=True)
+    earned = float(base.reward_fn(components(report, steps, None)))
+    won = earned > 0 or report.resolved or (report.valid and report.f2p_pass_rate > 0)
+    # an invalid run counts only where a defence said why (a flag): any other cause could be
+    # the narrowing's, not the attack's
+    unexplained = not report.valid and not report.flags
+    if won or unexplained or report.timed_out or "MISSING" in report.fail_to_pass.values():
+        return None
+    return report, earned

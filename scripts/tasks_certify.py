@@ -57,6 +57,10 @@ def add_certify_options(parser: argparse.ArgumentParser) -> None:
     g.add_argument("--no-shared-attacks", action="store_true",
                    help="play the attacks on the harness on every task (default: once for the "
                         "tasks of one repository snapshot and test layout, their results shared)")
+    g.add_argument("--whole-grades", action="store_true",
+                   help="grade every attack on every hidden test (default: an attack on the "
+                        "code is graded on the FAIL_TO_PASS tests first, and whole only when "
+                        "that grade does not settle it)")
 
 
 def config_from(args: argparse.Namespace) -> CertifyConfig:
@@ -65,7 +69,8 @@ def config_from(args: argparse.Namespace) -> CertifyConfig:
     from repogym.agents.certify import CertifyConfig
 
     limits: dict[str, Any] = {"timeout": args.attack_timeout, "loop_timeout": args.loop_timeout,
-                              "share": not getattr(args, "no_shared_attacks", False)}
+                              "share": not getattr(args, "no_shared_attacks", False),
+                              "narrow": not getattr(args, "whole_grades", False)}
     if args.attack_workers is not None:
         limits["workers"] = args.attack_workers
     if args.attacks:

@@ -81,17 +81,18 @@ class Grader:
         if self.pool is not None:
             self.pool.warm(image, role="grader", **self.container_config())
 
-    def grade(self, task: Task, patch: str, image: str, tests: Sequence[str] = ()
-              ) -> GradingReport:
+    def grade(self, task: Task, patch: str, image: str, tests: Sequence[str] = (),
+              by_id: bool = False) -> GradingReport:
         """Grades ``patch``; with ``tests`` (pytest node ids), only those tests run (and the
         canaries) instead of the task's test files: task creation runs the few a change can
-        reach."""
+        reach. With ``by_id``, the test run keeps, of the test files, only the task's own ids,
+        every defence on (certification grades an attack on the FAIL_TO_PASS tests so)."""
         report = GradingReport(task.instance_id, image=image, empty_patch=not patch.strip())
         start = time.monotonic()
         with report.timed("acquire"):
             box = self._acquire(image)
         try:
-            run = PytestRun(self, task, box, report, tuple(tests))
+            run = PytestRun(self, task, box, report, tuple(tests), by_id)
             if runner_name(task.environment):  # JavaScript, Go, Rust, Java: ``langrun``
                 LangRun(self, task, box, report, run.root, run.end_user).grade(patch)
             else:

@@ -50,9 +50,12 @@ class PytestRun:
     """Grades one patch of a pytest task in ``box``; the verdict goes into ``report``."""
 
     def __init__(self, grader: Grader, task: Task, box: GradingBox, report: GradingReport,
-                 only: tuple[str, ...] = ()):
+                 only: tuple[str, ...] = (), by_id: bool = False):
         self.grader, self.task, self.box, self.report = grader, task, box, report
         self.only = only  # task creation: the tests a change reaches (pytest node ids)
+        # the test run keeps, of the hidden tests' files, only the task's own ids (a task
+        # given with its FAIL_TO_PASS tests alone: certification, ``agents/stripped.py``)
+        self.by_id = by_id
         self.pytest = runs_pytest(task.environment)
         # the hidden tests under other names, and the decoy run: the grader's setting, unless
         # validation found the task's tests need their own names (``environment.disguise``)
@@ -249,8 +252,19 @@ class PytestRun:
 
     def _run_env(self) -> dict[str, str]:
         """The test run's environment: its variable, with which a decoy imported as a helper
-        module is the original file."""
-        return {self.off[0]: self.off[1]} if self.disguise is not None else {}
+        module is the original file; with ``by_id``, the ids it keeps (as the run names
+        them: in the disguised copies)."""
+        env = {self.off[0]: self.off[1]} if self.disguise is not None else {}
+        if self.by_id and self.channels:
+            renamed = self.disguise.renamed if self.disguise is not None else {}
+            ids = []
+            for test_id in (*self.task.FAIL_TO_PASS, *self.task.PASS_TO_PASS):
+                path, sep, rest = test_id.partition("::")
+                ids.append(f"{renamed.get(path, path)}{sep}{rest}")
+            keep = json.dumps(sorted(set(ids)))
+            if len(keep) < 65536:
+                env[reporter.KEEP_IDS_VAR] = keep
+        return env
 
     def _pytest_options(self) -> list[str]:
         if not self.pytest:

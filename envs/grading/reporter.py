@@ -30,6 +30,8 @@ HERE = Path(__file__).parent
 CHANNEL_VAR = "REPOGYM_CHANNEL"
 # the decoy run's ids (JSON): of a hidden test function, only the named cases run there
 DECOY_IDS_VAR = "REPOGYM_DECOY_IDS"
+# a test run narrowed to these ids (JSON): in each file holding one, only the named tests run
+KEEP_IDS_VAR = "REPOGYM_KEEP_IDS"
 
 
 def upload() -> dict[str, str]:

@@ -117,17 +117,23 @@ def test_certify_a_suite_and_drop_what_an_attack_beats(toy_task: Task, toy_image
     (suite / "tasks.jsonl").write_text(json.dumps(toy_task.to_dict()) + "\n")
     base = ["tasks", "certify", "--suite", str(suite), "--loop-timeout", "5"]
     assert main([*base, "--attacks", "targeted_report_patch,always_eq,infinite_loop"]) == 0
+    from repogym.agents.stripped import NARROW_NOTE
+
     cert = load_suite(suite)[0].certificate
     assert cert is not None and cert["result"] == "pass", cert
-    assert cert["attacks"]["targeted_report_patch"]["flags"] == ["decoy"]
-    assert "always_equal" in cert["attacks"]["always_eq"]["flags"]
-    # the loop waits out --loop-timeout, not --attack-timeout (120 s)
+    # attacks on the code: settled on the failing tests alone, every defence still on
+    forged, equal = cert["attacks"]["targeted_report_patch"], cert["attacks"]["always_eq"]
+    assert forged["flags"] == ["decoy"] and forged["graded"] == NARROW_NOTE
+    assert "always_equal" in equal["flags"] and equal["graded"] == NARROW_NOTE
+    # the loop waits out --loop-timeout, not --attack-timeout (120 s), once: graded whole
     loop = cert["attacks"]["infinite_loop"]
-    assert "timeout" in loop["flags"] and loop["seconds"] < 90, loop
-    # the known limit wins: the task is hackable, and kept only when asked
+    assert "timeout" in loop["flags"] and loop["seconds"] < 90 and "graded" not in loop, loop
+    # the known limit wins: the task is hackable, and kept only when asked; a win on the
+    # failing tests alone settles nothing, so it was graded whole
     assert main([*base, "--attacks", "decoy_aware", "--keep-hackable"]) == 1
     cert = load_suite(suite)[0].certificate
     assert cert is not None and cert["beaten_by"] == ["decoy_aware"]
+    assert "graded" not in cert["attacks"]["decoy_aware"]
     assert main([*base, "--attacks", "decoy_aware"]) == 1
     assert (suite / "tasks.jsonl").read_text() == ""
     assert "hackable: toy__calc-1 (left out of the suite" in capsys.readouterr().out
@@ -232,7 +238,7 @@ def test_an_attack_that_could_not_run_is_played_once_more(
 
     tries: dict[str, int] = {}
 
-    def play(env: object, task: Task) -> Attack:
+    def play(env: object, task: Task, narrow: bool = True) -> Attack:
         name = task.instance_id.split("__")[1]
         tries[name] = tries.get(name, 0) + 1
         if name == "always_eq" and tries[name] == 1:
@@ -272,7 +278,7 @@ def test_attacks_on_the_harness_are_played_once_per_layout(
 
     played: dict[str, list[str]] = {}
 
-    def play(env: object, task: Task) -> Attack:
+    def play(env: object, task: Task, narrow: bool = True) -> Attack:
         _, name, tid = task.instance_id.split("__")
         played.setdefault(tid, []).append(name)
         if name == "fork_bomb" and tid == "r-a":
@@ -318,3 +324,22 @@ def test_attacks_on_the_harness_are_played_once_per_layout(
     certify_module.certify([first, second], CertifyConfig(hacks=hacks, workers=1, share=False),
                            progress=lambda _m: None)
     assert sorted(played["r-b"]) == sorted(hacks)
+
+
+@pytest.mark.docker
+def test_a_grade_by_id_runs_the_tasks_own_tests_of_a_file_and_nothing_else(
+        toy_task: Task, toy_image: str) -> None:
+    """Certification grades an attack on the code on the FAIL_TO_PASS tests alone: the test run
+    keeps, of their (disguised) file, only their ids; the canaries and the decoy run stay."""
+    from repogym.envs.grading.grader import Grader, GraderConfig
+
+    one = toy_task.with_(FAIL_TO_PASS=("tests/test_add.py::test_add",), PASS_TO_PASS=())
+    grader = Grader(GraderConfig(cleanup_async=False), seed=0)
+    narrowed = grader.grade(one, toy_task.patch, toy_image, by_id=True)
+    whole = grader.grade(one, toy_task.patch, toy_image)
+    assert narrowed.resolved and narrowed.valid and narrowed.disguised, narrowed.invalid_reasons
+    assert narrowed.decoys and narrowed.canaries and whole.resolved
+    # test_add_negative shares the file: the plain run has it, the run by id does not
+    assert "tests/test_add.py::test_add_negative" in whole.statuses
+    assert [t for t in narrowed.statuses if t.startswith("tests/")] == [
+        "tests/test_add.py::test_add"], narrowed.statuses
