@@ -35,7 +35,7 @@ from typing import Any
 from repogym.envs.grading.agreement import call_cases
 from repogym.envs.grading.differential import same
 from repogym.envs.grading.grader import Grader
-from repogym.envs.grading.testcmd import failing_ids, runs_pytest
+from repogym.envs.grading.testcmd import failing_ids, plain_ids, runs_pytest
 from repogym.errors import RepogymError, TaskError
 from repogym.images.repository import ensure_image
 from repogym.sandbox.base import SandboxConfig
@@ -74,6 +74,9 @@ class EnrichConfig:
     max_discriminating: int = 100  # discriminating cases kept in all ...
     max_per_function: int = 25  # ... and per function
     max_regression: int = 45  # agreeing cases kept
+    # passing tests of the failing tests' files traced with them (a seeded sample): where the
+    # regression cases' calls come from besides the failing tests' own
+    neighbours: int = 20
     call_timeout: float = 2.0  # seconds per call at grading
     slow_call: float = 0.2  # gold calls slower than this are dropped
     seed: int = 0
@@ -84,9 +87,10 @@ class EnrichConfig:
             "max_discriminating", "max_per_function")}
         bad = {k: v for k, v in counts.items() if v < 1}
         if bad or min(self.max_traced, self.max_generated, self.max_generated_failing,
-                      self.max_regression) < 0:
-            raise ValueError(f"{bad or 'max_traced/max_generated/max_regression'}: give "
-                             "positive counts (max_traced, max_generated, max_regression >= 0).")
+                      self.max_regression, self.neighbours) < 0:
+            raise ValueError(f"{bad or 'max_traced/max_generated/max_regression/neighbours'}: "
+                             "give positive counts (max_traced, max_generated, max_regression, "
+                             "neighbours >= 0).")
         if not 0 < self.slow_call < self.call_timeout:
             raise ValueError(f"slow_call={self.slow_call}: give 0 < slow_call < call_timeout "
                              f"({self.call_timeout}).")
@@ -281,8 +285,7 @@ class _GoldRecording:
         files = sorted({t.split("::")[0] for t in self.task.FAIL_TO_PASS})
         dumps = traced_run(self.box, self.task.environment.test_cmd, files,
                            self.task.environment.timeout, tracers, SITECUSTOMIZE, spec,
-                           TRACE_DIR, OUT_DIR, "gold-*.json",
-                           ids=failing_ids(self.task))
+                           TRACE_DIR, OUT_DIR, "gold-*.json", ids=self.traced_ids())
         functions: dict[str, Any] = {}
         calls: dict[str, dict[str, Any]] = {}
         for data in dumps:
@@ -294,6 +297,20 @@ class _GoldRecording:
                 for call in found:
                     calls.setdefault(key, {}).setdefault(json.dumps(call, sort_keys=True), call)
         return functions, {k: list(v.values()) for k, v in calls.items()}
+
+    def traced_ids(self) -> list[list[str]]:
+        """What the tracer runs, by id, instead of the failing tests' files (on a file of
+        hundreds of tests it took minutes): the FAIL_TO_PASS tests with a seeded sample of the
+        PASS_TO_PASS tests of their files (``neighbours``), then the FAIL_TO_PASS tests alone
+        (should pytest not find a neighbour); none where pytest cannot be given the ids."""
+        failing = failing_ids(self.task)
+        files = {i.split("::")[0] for i in failing}
+        passing = sorted(i for i in self.task.PASS_TO_PASS if i.split("::")[0] in files)
+        if not failing or not plain_ids(passing) or not self.config.neighbours:
+            return [failing] if failing else []
+        sample = random.Random(self.config.seed).sample(
+            passing, min(len(passing), self.config.neighbours))
+        return [[*failing, *sorted(sample)], failing]
 
     def traced_candidates(self, traced: list[Traced]) -> list[dict[str, Any]]:
         """A seeded sample of each function's traced calls, half of ``max_candidates`` at

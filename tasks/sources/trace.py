@@ -148,7 +148,7 @@ class _Recording:
         dumps = traced_run(self.box, self.task.environment.test_cmd, files,
                            self.task.environment.timeout, {"repogym_trace.py": own_source()},
                            SITECUSTOMIZE, spec, TRACE_DIR, OUT_DIR, "trace-*.json",
-                           ids=failing_ids(self.task))
+                           ids=[failing_ids(self.task)])
         calls: dict[str, dict[str, dict[str, Any]]] = {t.key: {} for t in targets}
         for data in dumps:
             for key, found in data["calls"].items():

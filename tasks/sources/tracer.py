@@ -112,24 +112,24 @@ def start(config_path: str) -> Tracer:
 
 def traced_run(box: Any, test_cmd: str, test_files: list[str], timeout: float,
                tracers: dict[str, bytes], sitecustomize: str, spec: dict[str, Any],
-               trace_dir: str, out_dir: str, dumps: str, ids: list[str] | None = None
+               trace_dir: str, out_dir: str, dumps: str, ids: list[list[str]] | None = None
                ) -> list[dict[str, Any]]:
     """Runs ``test_files`` with ``test_cmd`` in ``box`` with the tracers on (``tracers``:
     file name in ``trace_dir`` -> source; ``sitecustomize`` starts one with ``spec``) and
     returns every JSON file they wrote in ``out_dir`` whose name matches ``dumps``.
 
-    ``ids``: the failing tests' node ids, run instead of their files where pytest finds them
-    (a file's other tests would run under the tracer too: minutes on a large file, for calls
-    that are not the failing tests'). A run of the ids that pytest could not make (an id it did
-    not find) is followed by the run of the files."""
+    ``ids``: selections of node ids (the failing tests' and a few of their neighbours', then
+    the failing tests' alone), run instead of the files where pytest finds them (a file's
+    every test would run under the tracer: minutes on a large file). A run that pytest could
+    not make (an id it did not find) is followed by the next selection, the files last."""
     sub = trace_dir.removeprefix("/opt/")
     box.put_files({**{f"{sub}/{name}": source for name, source in tracers.items()},
                    f"{sub}/sitecustomize.py": sitecustomize.encode(),
                    f"{sub}/config.json": json.dumps(spec).encode()}, "/opt")
     _root(box, f"mkdir -p {out_dir} && chown 1000:1000 {out_dir}")
-    by_id = [i for i in ids or () if i.split("::")[0].endswith(".py")]
+    by_id = [[i for i in ids if i.split("::")[0].endswith(".py")] for ids in ids or ()]
     files = [f for f in test_files if f.endswith(".py")]
-    for selection in ([by_id] if by_id else []) + [files]:
+    for selection in [s for s in by_id if s] + [files]:
         command = (f"{test_cmd} -p no:cacheprovider -o addopts= "
                    + " ".join(shlex.quote(f) for f in selection))
         result = box.exec(["env", f"PYTHONPATH={trace_dir}",

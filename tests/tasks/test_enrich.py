@@ -190,13 +190,15 @@ def test_dense_reward_in_the_environment(enriched: dict[str, Any]) -> None:
     assert reward == pytest.approx(dense(comps)) and 0.0 < reward < 1.0
 
 
-@pytest.mark.parametrize("missing", [False, True], ids=["by_id", "an_id_not_found"])
-def test_the_tracer_runs_the_failing_tests_not_their_files(tmp_path: Path, missing: bool
-                                                           ) -> None:
+@pytest.mark.parametrize(("neighbours", "missing", "traced"),
+                         [(0, False, 2), (20, False, 3), (0, True, 3)],
+                         ids=["by_id", "with_its_neighbours", "an_id_not_found"])
+def test_the_tracer_runs_the_failing_tests_not_their_files(tmp_path: Path, neighbours: int,
+                                                           missing: bool, traced: int) -> None:
     """The failing tests' file holds a passing case too (``test_separators[plain]``, which calls
-    ``parse_qty("12")``): the traced run names the failing tests' ids, so it is not traced (on
-    a large file the other tests took minutes under the tracer). Where pytest does not find an
-    id, the file runs instead."""
+    ``parse_qty("12")``): the traced run names the failing tests' ids, and a sample of the
+    passing tests of their file (``neighbours``), not the file (whose every test took minutes
+    under the tracer on a large one). Where pytest does not find an id, the file runs."""
     from repogym.images.repository import ensure_image
     from repogym.sandbox.base import SandboxConfig
     from repogym.sandbox.docker import DockerSandbox
@@ -208,10 +210,10 @@ def test_the_tracer_runs_the_failing_tests_not_their_files(tmp_path: Path, missi
     image = ensure_image(task, progress=lambda _m: None).tag
     config = SandboxConfig(image=image, role="tracer", **Grader().container_config())
     with DockerSandbox(config) as box:
-        recording = _GoldRecording(box, task, EnrichConfig())
+        recording = _GoldRecording(box, task, EnrichConfig(neighbours=neighbours))
         recording.apply("gold.patch", task.patch)
         recording.apply("test.patch", task.test_patch)
         functions, _calls = recording.trace([])
     (parse_qty,) = [info for key, info in functions.items() if key.endswith(":parse_qty")]
-    # thousands and padded; with the file, plain too
-    assert parse_qty["from_tests"] == (3 if missing else 2)
+    # thousands and padded; plain too with its neighbours, or with the file
+    assert parse_qty["from_tests"] == traced
