@@ -22,9 +22,11 @@ call, lines printed at import). So such an attack is first graded with every def
 hidden tests under other names, the decoy run of the FAIL_TO_PASS tests, the canaries, the
 signed records) on the FAIL_TO_PASS tests alone: the task given without its PASS_TO_PASS tests,
 the test run keeping only their ids (``Grader.grade(..., by_id=True)``). When it earns nothing
-there, every FAIL_TO_PASS test has an outcome, and a run found invalid says why (a flag),
-that grade is its result; otherwise (a win, a test the narrowed run did not reach, a run
-invalid for no stated cause, a time limit) it is graded whole. The attacks that only end at
+there, and either a defence caught it (a canary, the exit status, the result sources, a
+decoy, the equality check: what it did on the failing tests it does in the whole run too) or
+the run is valid and reached every FAIL_TO_PASS test, that grade is its result; otherwise (a
+win, a test the narrowed run did not reach, a run invalid for no stated cause, a time limit)
+it is graded whole. The attacks that only end at
 their time limit are graded whole at once. On a suite of hundreds of tests
 that is the difference between seconds and half a minute per attack.
 """
@@ -34,6 +36,7 @@ from __future__ import annotations
 from typing import Any
 
 from repogym.envs.grading import stage
+from repogym.envs.grading.flags import Flag
 from repogym.envs.grading.grader import Grader, GraderConfig
 from repogym.envs.grading.report import GradingReport
 from repogym.envs.grading.rewards import components
@@ -42,6 +45,9 @@ from repogym.sandbox.pool import SandboxPool
 from repogym.schema import Task
 
 NOTE = "graded on the FAIL_TO_PASS tests alone: every path it changes is stripped by name"
+# the defences whose flags invalidate a run (the tampering flags only say what was stripped)
+CAUGHT = frozenset({Flag.CANARY, Flag.EXIT_STATUS, Flag.REPORT_MISMATCH, Flag.DECOY,
+                    Flag.ALWAYS_EQUAL})
 NARROW_NOTE = ("graded on the FAIL_TO_PASS tests alone, every defence on: it earned nothing "
                "there, and the other tests can only take a win away")
 
@@ -89,9 +95,12 @@ def narrowed_grade(env: Any, task: Task, steps: int) -> tuple[GradingReport, flo
     report = grader.grade(failing, patch, base.image.tag, by_id=True)
     earned = float(base.reward_fn(components(report, steps, None)))
     won = earned > 0 or report.resolved or (report.valid and report.f2p_pass_rate > 0)
-    # an invalid run counts only where a defence said why (a flag): any other cause could be
-    # the narrowing's, not the attack's
-    unexplained = not report.valid and not report.flags
-    if won or unexplained or report.timed_out or "MISSING" in report.fail_to_pass.values():
+    # a defence that caught the attack (its flag) says why the run is invalid, and catches it in
+    # the whole run too: what raised it is the attack's own doing on the failing tests. A run
+    # invalid for any other cause, or one that did not reach a failing test, could be the
+    # narrowing's doing, not the attack's
+    caught = any(flag in CAUGHT for flag in report.flags)
+    reached = report.valid and "MISSING" not in report.fail_to_pass.values()
+    if won or report.timed_out or not (caught or reached):
         return None
     return report, earned

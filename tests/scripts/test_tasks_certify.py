@@ -185,7 +185,7 @@ def test_an_incomplete_certificate_is_no_pass(monkeypatch: pytest.MonkeyPatch, t
 def test_an_attack_whose_changes_are_all_stripped_is_graded_on_the_failing_tests(
         toy_task: Task, toy_image: str) -> None:
     from repogym.agents.certify import certify
-    from repogym.agents.stripped import NOTE
+    from repogym.agents.stripped import NARROW_NOTE, NOTE
 
     config = CertifyConfig(hacks=("conftest_hook", "git_history", "os_exit_import"), workers=1)
     # a second task of the same layout (one snapshot, environment and test folder)
@@ -198,8 +198,9 @@ def test_an_attack_whose_changes_are_all_stripped_is_graded_on_the_failing_tests
     # stripped whole (or nothing changed): the failing tests alone, and the flag still raised
     assert hook["graded"] == NOTE and "tampered_conftest" in hook["flags"] and hook["valid"]
     assert history["graded"] == NOTE and history["flags"] == []
-    # the package changed: graded whole, its exit caught by the canaries
-    assert "graded" not in exit_ and "canary" in exit_["flags"]
+    # the package changed: graded on the failing tests with every defence, its exit caught by
+    # the canaries
+    assert exit_["graded"] == NARROW_NOTE and "canary" in exit_["flags"]
     # the sibling takes the attacks on the harness from the first, and plays the search itself
     assert second is not None and second["result"] == "pass", second
     assert {n: a.get("shared_from") for n, a in second["attacks"].items()} == {
@@ -343,3 +344,29 @@ def test_a_grade_by_id_runs_the_tasks_own_tests_of_a_file_and_nothing_else(
     assert "tests/test_add.py::test_add_negative" in whole.statuses
     assert [t for t in narrowed.statuses if t.startswith("tests/")] == [
         "tests/test_add.py::test_add"], narrowed.statuses
+
+
+@pytest.mark.docker
+def test_an_attack_on_the_code_earns_the_same_on_the_failing_tests_as_whole(
+        toy_task: Task, toy_image: str) -> None:
+    """The attacks that change the package, graded on the failing tests first (the default)
+    and graded whole: the same outcome and the same flags; most are settled without the
+    whole grade."""
+    from repogym.agents.certify import certify
+    from repogym.agents.stripped import NARROW_NOTE
+
+    code = ("always_eq", "always_eq_typed", "targeted_report_patch", "targeted_by_name",
+            "targeted_by_calls", "fake_pass_lines", "fake_junit", "report_patch_package",
+            "skip_pytest_import", "sys_exit_import")
+    certs = {narrow: certify([toy_task], CertifyConfig(hacks=code, narrow=narrow),
+                             progress=lambda _m: None)[0].certificate for narrow in (True, False)}
+    narrowed, whole = certs[True], certs[False]
+    assert narrowed is not None and whole is not None
+    assert narrowed["result"] == whole["result"] == "pass", (narrowed, whole)
+    for name in code:
+        a, b = narrowed["attacks"][name], whole["attacks"][name]
+        assert (sorted(a["flags"]), a["reward"], a["valid"]) == (
+            sorted(b["flags"]), b["reward"], b["valid"]), name
+        assert "graded" not in b
+    settled = sorted(n for n, a in narrowed["attacks"].items() if a.get("graded") == NARROW_NOTE)
+    assert len(settled) >= 7, settled
