@@ -186,35 +186,38 @@ def generate_calls(calls: list[dict[str, Any]], target: TargetFunction, n: int, 
                    ) -> list[dict[str, Any]]:
     """Up to ``n`` new calls, mutated from the recorded ones (or made from the annotations),
     with hypothesis, deterministically for ``seed``. Empty when hypothesis is missing."""
-    try:
-        from hypothesis import HealthCheck, Phase, given, settings
-        from hypothesis import seed as fix_seed
-        from hypothesis import strategies as st
-    except ImportError:
-        return []
-    strategy: Any = (st.sampled_from(calls).flatmap(lambda c: _call_strategy(st, c, target))
-                     if calls else _typed_strategy(st, target))
-    if n <= 0 or strategy is None:
-        return []
-    found: dict[str, dict[str, Any]] = {}
-    seen = {json.dumps(c, sort_keys=True) for c in calls}
+    # hypothesis parses sources (its tests', its lambdas', at its import too) with ast.parse:
+    # one thread at a time with repogym's own parsing (repogym.syntax_lock)
+    with syntax_lock.held():
+        try:
+            from hypothesis import HealthCheck, Phase, given, settings
+            from hypothesis import seed as fix_seed
+            from hypothesis import strategies as st
+        except ImportError:
+            return []
+        strategy: Any = (st.sampled_from(calls).flatmap(lambda c: _call_strategy(st, c, target))
+                         if calls else _typed_strategy(st, target))
+        if n <= 0 or strategy is None:
+            return []
+        found: dict[str, dict[str, Any]] = {}
+        seen = {json.dumps(c, sort_keys=True) for c in calls}
 
-    @fix_seed(seed)
-    @settings(max_examples=4 * n, database=None, deadline=None, phases=[Phase.generate],
-              suppress_health_check=list(HealthCheck))
-    @given(strategy)
-    def collect(call: dict[str, Any]) -> None:
-        key = json.dumps(call, sort_keys=True)
-        if key not in seen:
-            found.setdefault(key, call)
-        if len(found) >= n:
-            raise _Enough  # hypothesis costs milliseconds an example: stop once there are n
+        @fix_seed(seed)
+        @settings(max_examples=4 * n, database=None, deadline=None, phases=[Phase.generate],
+                  suppress_health_check=list(HealthCheck))
+        @given(strategy)
+        def collect(call: dict[str, Any]) -> None:
+            key = json.dumps(call, sort_keys=True)
+            if key not in seen:
+                found.setdefault(key, call)
+            if len(found) >= n:
+                raise _Enough  # hypothesis costs milliseconds an example: stop once there are n
 
-    try:
-        collect()
-    except _Enough:
-        pass
-    return list(found.values())[:n]
+        try:
+            collect()
+        except _Enough:
+            pass
+        return list(found.values())[:n]
 
 
 class _Enough(Exception):

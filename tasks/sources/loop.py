@@ -17,6 +17,7 @@ import contextlib
 import queue
 import threading
 import time
+import traceback
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -142,6 +143,14 @@ def check_one(source: TaskSource, task: Task, log: Log = log_stderr, label: str 
             return source.check(task)
     except TaskError as err:
         return None, str(err)
+    except Exception as exc:  # noqa: BLE001 - a fault nobody foresaw ends this candidate only
+        # (an infrastructure rejection: not journaled, so the next run tries it again, and
+        # MAX_INFRA_FAILURES of them in a row stop the run)
+        where = "".join(traceback.format_exception(exc)[-3:]).strip()
+        log(f"{label or task.instance_id}: unexpected {type(exc).__name__}:\n{where}")
+        return None, (f"infrastructure: unexpected {type(exc).__name__}: "
+                      f"{str(exc).splitlines()[0][:200] if str(exc) else ''} (a bug in "
+                      "repogym; the next run tries this candidate again)")
 
 
 def _outcome(task: Task | Rejected, done: Task | None, reason: str) -> dict[str, Any]:

@@ -320,3 +320,26 @@ def test_a_ray_worker_gets_the_repository_once_and_each_later_commit_alone(
     show = subprocess.run(["git", "show", f"{later}:a.py"], cwd=copy, capture_output=True,
                           text=True, check=True)
     assert show.stdout == "X = 99\n"
+
+
+def test_an_unforeseen_error_ends_its_candidate_not_the_run() -> None:
+    """more-itertools with two workers: a SystemError from CPython's parser in one candidate's
+    check ended `tasks add` and the 15 candidates after it. It is that candidate's
+    infrastructure rejection (tried again by the next run: no journal entry); the others go on."""
+    class Faulty(SlowSource):
+        def check(self, task: Task) -> tuple[Task | None, str]:
+            if task.instance_id == "2":
+                raise SystemError("AST constructor recursion depth mismatch (before=51, after=58)")
+            return super().check(task)
+
+    lines: list[str] = []
+    journal = Journal({})
+    result = collect(Faulty(_items()), log=lines.append, workers=2, journal=journal)
+    assert result.stopped is None and result.tried == len(_items())
+    assert [t.instance_id for t in result.kept] == ["1-ok", "5-ok", "6-ok"]
+    (faulty,) = [o for o in result.outcomes if o["instance_id"] == "2"]
+    assert faulty["reason_kind"] == "infrastructure" and faulty["reason"].startswith(
+        "infrastructure: unexpected SystemError: AST constructor recursion depth mismatch")
+    assert "2" not in journal.recorded and "4-boom" in journal.recorded
+    assert any("unexpected SystemError" in line and "raise SystemError" in line
+               for line in lines)

@@ -363,3 +363,29 @@ def test_a_copy_the_repository_owns_is_context_not_a_leak(shapes_source: Any) ->
     task, reason = source.check(source.materialize(target))
     assert task is not None, reason
     assert task.reference and task.reference.get("cases"), task.reference
+
+
+def test_hypothesis_parses_one_thread_at_a_time_with_repogym(monkeypatch: pytest.MonkeyPatch
+                                                             ) -> None:
+    """CPython 3.11's ast.parse fails ("AST constructor recursion depth mismatch") when two
+    threads convert trees at once: a `tasks add --workers 2` run on more-itertools ended so.
+    Hypothesis parses sources on its own while gold cases are generated in one worker and
+    candidates are parsed in another: every such parse holds the lock repogym's own parsing
+    takes (``repogym.syntax_lock``)."""
+    import ast
+
+    from repogym import syntax_lock
+
+    held: list[bool] = []
+    parse = ast.parse
+
+    def watched(*args: Any, **kwargs: Any) -> Any:
+        held.append(syntax_lock._LOCK._is_owned())  # type: ignore[attr-defined]
+        return parse(*args, **kwargs)
+
+    monkeypatch.setattr(ast, "parse", watched)
+    (area,) = [t for t in target_functions(SHAPES, REFERENCE) if t.key == "area"]
+    recorded = [{"args": [b64(2.0), b64(3.0)], "kwargs": {}}]
+    assert generate_calls(recorded, area, 20, seed=1)
+    assert held, "hypothesis no longer parses here: this test would show nothing"
+    assert all(held), held
