@@ -74,8 +74,8 @@ class EnrichConfig:
     max_discriminating: int = 100  # discriminating cases kept in all ...
     max_per_function: int = 25  # ... and per function
     max_regression: int = 45  # agreeing cases kept
-    # passing tests of the failing tests' files traced with them (a seeded sample): where the
-    # regression cases' calls come from besides the failing tests' own
+    # passing siblings of the failing tests (their class, their function's other cases) traced
+    # with them, a seeded sample: where regression cases' calls come from besides theirs
     neighbours: int = 20
     call_timeout: float = 2.0  # seconds per call at grading
     slow_call: float = 0.2  # gold calls slower than this are dropped
@@ -94,6 +94,13 @@ class EnrichConfig:
         if not 0 < self.slow_call < self.call_timeout:
             raise ValueError(f"slow_call={self.slow_call}: give 0 < slow_call < call_timeout "
                              f"({self.call_timeout}).")
+
+
+def _group(test_id: str) -> str:
+    """What a test shares with its siblings: its class (``file::Class``), or, for a function,
+    the function of its parametrized cases (``file::test_x``)."""
+    parts = test_id.split("[", 1)[0].split("::")
+    return "::".join(parts[:-1]) if len(parts) > 2 else "::".join(parts)
 
 
 def gold_cases(task: Task) -> dict[str, Any] | None:
@@ -300,16 +307,19 @@ class _GoldRecording:
 
     def traced_ids(self) -> list[list[str]]:
         """What the tracer runs, by id, instead of the failing tests' files (on a file of
-        hundreds of tests it took minutes): the FAIL_TO_PASS tests with a seeded sample of the
-        PASS_TO_PASS tests of their files (``neighbours``), then the FAIL_TO_PASS tests alone
-        (should pytest not find a neighbour); none where pytest cannot be given the ids."""
+        hundreds of tests it took minutes): the FAIL_TO_PASS tests with a seeded sample of
+        their siblings (``neighbours``: PASS_TO_PASS tests of the same class, or cases of the
+        same parametrized function, which call the same code with other inputs), then the
+        FAIL_TO_PASS tests alone (should pytest not find a sibling); none where pytest cannot
+        be given the ids. Siblings, not any test of the file: a file's slowest tests took
+        minutes under the tracer."""
         failing = failing_ids(self.task)
-        files = {i.split("::")[0] for i in failing}
-        passing = sorted(i for i in self.task.PASS_TO_PASS if i.split("::")[0] in files)
-        if not failing or not plain_ids(passing) or not self.config.neighbours:
+        groups = {_group(i) for i in failing}
+        siblings = sorted(i for i in self.task.PASS_TO_PASS if _group(i) in groups)
+        if not failing or not plain_ids(siblings) or not self.config.neighbours:
             return [failing] if failing else []
         sample = random.Random(self.config.seed).sample(
-            passing, min(len(passing), self.config.neighbours))
+            siblings, min(len(siblings), self.config.neighbours))
         return [[*failing, *sorted(sample)], failing]
 
     def traced_candidates(self, traced: list[Traced]) -> list[dict[str, Any]]:

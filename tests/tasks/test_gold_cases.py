@@ -274,3 +274,30 @@ def test_tasks_add_records_gold_cases_for_the_tasks_it_keeps() -> None:
     other = made.with_(environment=made.environment.__class__(log_parser="django"))
     assert source.check(other) == (other, "ok")
     assert seen == ["t"] and logged == ["t: 1 case"]
+
+
+def test_the_tracer_runs_the_failing_tests_with_their_siblings_only() -> None:
+    """more-itertools: a sample of any passing tests of the failing tests' file drew its
+    slowest (the primes), and tracing took two minutes. Siblings only: the failing test's
+    class, or its function's other cases."""
+    from repogym.schema import Task
+    from repogym.tasks.sources.enrich import EnrichConfig, _GoldRecording
+
+    task = Task(instance_id="t", repo="r", base_commit="c", problem_statement="p",
+                FAIL_TO_PASS=("tests/test_more.py::OneTests::test_too_long",
+                              "tests/test_more.py::test_split[a-b]"),
+                PASS_TO_PASS=("tests/test_more.py::OneTests::test_basic",
+                              "tests/test_more.py::OneTests::test_short[2]",
+                              "tests/test_more.py::test_split[c-d]",
+                              "tests/test_more.py::PrimeTests::test_primes",
+                              "tests/test_more.py::test_splitting",
+                              "tests/test_other.py::OneTests::test_basic"))
+    ids = _GoldRecording(None, task, EnrichConfig()).traced_ids()
+    assert ids == [[*task.FAIL_TO_PASS, "tests/test_more.py::OneTests::test_basic",
+                    "tests/test_more.py::OneTests::test_short[2]",
+                    "tests/test_more.py::test_split[c-d]"], list(task.FAIL_TO_PASS)]
+    assert _GoldRecording(None, task, EnrichConfig(neighbours=0)).traced_ids() == [
+        list(task.FAIL_TO_PASS)]
+    # ids pytest cannot be given: the files
+    spaced = task.with_(FAIL_TO_PASS=("tests/test_more.py::test_split[a b]",))
+    assert _GoldRecording(None, spaced, EnrichConfig()).traced_ids() == []
