@@ -26,9 +26,9 @@ there, and either a defence caught it (a canary, the exit status, the result sou
 decoy, the equality check: what it did on the failing tests it does in the whole run too) or
 the run is valid and reached every FAIL_TO_PASS test, that grade is its result; otherwise (a
 win, a test the narrowed run did not reach, a run invalid for no stated cause, a time limit)
-it is graded whole. The attacks that only end at
-their time limit are graded whole at once. On a suite of hundreds of tests
-that is the difference between seconds and half a minute per attack.
+it is graded whole. The attacks that only end at their time limit are graded whole at once.
+On a suite of hundreds of tests that is the difference between seconds and half a minute per
+attack.
 """
 
 from __future__ import annotations
@@ -82,8 +82,9 @@ def stripped_grade(env: Any, task: Task, steps: int) -> tuple[GradingReport, flo
 
 def narrowed_grade(env: Any, task: Task, steps: int) -> tuple[GradingReport, float] | None:
     """The grade (and its reward) of the attack in ``env``'s episode on the FAIL_TO_PASS tests
-    alone, every defence on, when it settles the attack (it earned nothing, and every one of
-    those tests has an outcome); else None: the attack is graded whole."""
+    alone, every defence on, when it settles the attack (it earned nothing, and a defence
+    caught it or the run is valid and reached every one of those tests); else None: the
+    attack is graded whole."""
     base = env.unwrapped
     pool = getattr(base, "pool", None)
     if (not isinstance(pool, SandboxPool) or not runs_pytest(task.environment)
