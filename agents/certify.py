@@ -65,7 +65,7 @@ from repogym.agents.hacker import (
     hack_for_task,
     lang_hacks,
 )
-from repogym.agents.stripped import NARROW_NOTE, NOTE, narrowed_grade, stripped_grade
+from repogym.agents.stripped import grade_alone
 from repogym.envs.grading.grader import GraderConfig
 from repogym.envs.grading.recycle import reset_grader
 from repogym.envs.grading.testcmd import runs_pytest
@@ -110,7 +110,7 @@ class CertifyConfig:
     workers: int = field(default_factory=lambda: min(2, os.cpu_count() or 1))
     # the attacks on the harness played once per layout, their results shared (module docstring)
     share: bool = True
-    # an attack on the code graded on the FAIL_TO_PASS tests first (``stripped.narrowed_grade``)
+    # an attack on the code graded on the FAIL_TO_PASS tests first (``stripped.grade_alone``)
     narrow: bool = True
 
     def __post_init__(self) -> None:
@@ -341,17 +341,15 @@ def play(env: gym.Env[Any, Any], task: Task, narrow: bool = True) -> Attack:
             action = agent.act(obs, info)
             steps += 1
             if isinstance(action, dict) and action.get("tool") == "submit":
-                for grade, note in ((stripped_grade, NOTE), (narrowed_grade, NARROW_NOTE)):
-                    if grade is narrowed_grade and (
-                            not narrow or hack_for_task(task.instance_id) in TIME_LIMITED):
-                        continue  # one that runs to its time limit is graded whole at once
-                    alone = grade(env, task, steps)
-                    if alone is not None:
-                        report, earned = alone
-                        return Attack(reward=earned, resolved=report.resolved,
-                                      f2p_pass_rate=report.f2p_pass_rate, valid=report.valid,
-                                      flags=report.flag_names(),
-                                      seconds=time.monotonic() - start, note=note)
+                # one that runs to its time limit is graded whole at once
+                alone = grade_alone(env, task, steps, narrow and hack_for_task(
+                    task.instance_id) not in TIME_LIMITED)
+                if alone is not None:
+                    report, earned, note = alone
+                    return Attack(reward=earned, resolved=report.resolved,
+                                  f2p_pass_rate=report.f2p_pass_rate, valid=report.valid,
+                                  flags=report.flag_names(),
+                                  seconds=time.monotonic() - start, note=note)
             obs, r, terminated, truncated, info = env.step(action)
             reward = float(r)
     except Exception as exc:  # an infrastructure failure: recorded in the certificate

@@ -60,41 +60,34 @@ def wholly_stripped(task: Task, patch: str) -> bool:
     return set(paths) == set(stripped) and not stage.content_checked(paths, stripped)
 
 
-def stripped_grade(env: Any, task: Task, steps: int) -> tuple[GradingReport, float] | None:
-    """The grade (and its reward) of the attack in ``env``'s episode, on the failing tests
-    alone, when its changes are all stripped and that grade is a valid run; else None."""
+def grade_alone(env: Any, task: Task, steps: int, narrow: bool = True
+                ) -> tuple[GradingReport, float, str] | None:
+    """The grade of the attack in ``env``'s episode on the FAIL_TO_PASS tests alone (with its
+    reward, and the note that says how it was graded) where that grade settles it; else None:
+    the attack is graded whole. Its diff is read once; an attack whose changes are all
+    stripped is graded on those tests and the canaries (and settled by a valid run); with
+    ``narrow``, any other on those tests with every defence on (settled as the module
+    docstring says)."""
     base = env.unwrapped
     pool = getattr(base, "pool", None)
     if (not isinstance(pool, SandboxPool) or not runs_pytest(task.environment)
             or not plain_ids(task.FAIL_TO_PASS)):
         return None
     patch = base.sandbox.diff(base.image.repo_commit)
-    if not wholly_stripped(task, patch):
+    stripped = wholly_stripped(task, patch)
+    if not stripped and not (narrow and task.PASS_TO_PASS):
         return None
-    # the certification's grader (GraderConfig()), on the env's pool and grading containers
-    grader = Grader(GraderConfig(), pool=pool)
-    failing = task.with_(PASS_TO_PASS=())  # the run holds them alone, and expects no more
-    report = grader.grade(failing, patch, base.image.tag, tests=tuple(task.FAIL_TO_PASS))
-    if not report.valid:
-        return None
-    return report, float(base.reward_fn(components(report, steps, None)))
-
-
-def narrowed_grade(env: Any, task: Task, steps: int) -> tuple[GradingReport, float] | None:
-    """The grade (and its reward) of the attack in ``env``'s episode on the FAIL_TO_PASS tests
-    alone, every defence on, when it settles the attack (it earned nothing, and a defence
-    caught it or the run is valid and reached every one of those tests); else None: the
-    attack is graded whole."""
-    base = env.unwrapped
-    pool = getattr(base, "pool", None)
-    if (not isinstance(pool, SandboxPool) or not runs_pytest(task.environment)
-            or not task.PASS_TO_PASS or not plain_ids(task.FAIL_TO_PASS)):
-        return None
-    patch = base.sandbox.diff(base.image.repo_commit)
+    # the certification's grader (GraderConfig()), on the env's pool and grading containers;
+    # the task without its PASS_TO_PASS tests: the run holds the failing ones, expects no more
     grader = Grader(GraderConfig(), pool=pool)
     failing = task.with_(PASS_TO_PASS=())
-    report = grader.grade(failing, patch, base.image.tag, by_id=True)
+    if stripped:
+        report = grader.grade(failing, patch, base.image.tag, tests=tuple(task.FAIL_TO_PASS))
+    else:
+        report = grader.grade(failing, patch, base.image.tag, by_id=True)
     earned = float(base.reward_fn(components(report, steps, None)))
+    if stripped:
+        return (report, earned, NOTE) if report.valid else None
     won = earned > 0 or report.resolved or (report.valid and report.f2p_pass_rate > 0)
     # a defence that caught the attack (its flag) says why the run is invalid, and catches it in
     # the whole run too: what raised it is the attack's own doing on the failing tests. A run
@@ -104,4 +97,4 @@ def narrowed_grade(env: Any, task: Task, steps: int) -> tuple[GradingReport, flo
     reached = report.valid and "MISSING" not in report.fail_to_pass.values()
     if won or report.timed_out or not (caught or reached):
         return None
-    return report, earned
+    return report, earned, NARROW_NOTE

@@ -153,11 +153,7 @@ def pytest_collection_modifyitems(session, config, items):
         group = groups[item.nodeid.split("[", 1)[0]]
         if item.nodeid in wanted or not any(i.nodeid in wanted for i in group):
             keep.append(item)
-    if len(keep) < len(items):
-        kept = {id(i) for i in keep}
-        dropped = [i for i in items if id(i) not in kept]
-        config.hook.pytest_deselected(items=dropped)
-        items[:] = keep
+    _keep_only(config, items, keep)
 
 
 def _narrow(config, items, keep_ids):
@@ -171,6 +167,11 @@ def _narrow(config, items, keep_ids):
     unfound = set(w.split("[", 1)[0] for w in wanted - set(i.nodeid for i in items))
     keep = [i for i in items if i.nodeid.split("::", 1)[0] not in files or i.nodeid in wanted
             or i.nodeid.split("[", 1)[0] in unfound]
+    _keep_only(config, items, keep)
+
+
+def _keep_only(config, items, keep):
+    """Deselects, as pytest's own options do, every item not in ``keep``."""
     if len(keep) < len(items):
         kept = set(id(i) for i in keep)
         config.hook.pytest_deselected(items=[i for i in items if id(i) not in kept])

@@ -148,8 +148,8 @@ def check_one(source: TaskSource, task: Task, log: Log = log_stderr, label: str 
         # MAX_INFRA_FAILURES of them in a row stop the run)
         where = "".join(traceback.format_exception(exc)[-3:]).strip()
         log(f"{label or task.instance_id}: unexpected {type(exc).__name__}:\n{where}")
-        return None, (f"infrastructure: unexpected {type(exc).__name__}: "
-                      f"{str(exc).splitlines()[0][:200] if str(exc) else ''} (a bug in "
+        first = (str(exc).splitlines() or [""])[0][:200]
+        return None, (f"infrastructure: unexpected {type(exc).__name__}: {first} (a bug in "
                       "repogym; the next run tries this candidate again)")
 
 

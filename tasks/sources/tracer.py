@@ -127,7 +127,7 @@ def traced_run(box: Any, test_cmd: str, test_files: list[str], timeout: float,
                    f"{sub}/sitecustomize.py": sitecustomize.encode(),
                    f"{sub}/config.json": json.dumps(spec).encode()}, "/opt")
     _root(box, f"mkdir -p {out_dir} && chown 1000:1000 {out_dir}")
-    by_id = [[i for i in ids if i.split("::")[0].endswith(".py")] for ids in ids or ()]
+    by_id = [[i for i in chosen if i.split("::")[0].endswith(".py")] for chosen in ids or ()]
     files = [f for f in test_files if f.endswith(".py")]
     for selection in [s for s in by_id if s] + [files]:
         command = (f"{test_cmd} -p no:cacheprovider -o addopts= "
