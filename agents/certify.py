@@ -71,7 +71,7 @@ from repogym.envs.grading.recycle import reset_grader
 from repogym.envs.grading.testcmd import runs_pytest
 from repogym.sandbox.pool import SandboxPool
 from repogym.schema import Task
-from repogym.version import __version__
+from repogym.version import describe as repogym_version
 
 TIME_LIMITED = ("infinite_loop", "fork_bomb")  # end only at the test run's time limit
 # attacks that act through pytest itself (a conftest.py, its configuration, its reports): on a
@@ -149,7 +149,7 @@ def versions() -> dict[str, str]:
     file of the grading package, so a module split or added changes it too)."""
     here = Path(__file__).resolve().parent
     grading = here.parent / "envs" / "grading"
-    return {"repogym": __version__,
+    return {"repogym": repogym_version(),
             "attacks": _digest(here, [here / "hacker.py",
                                       *sorted((here / "attacks").rglob("*.py"))]),
             "grader": _digest(grading, [p for p in sorted(grading.rglob("*"))

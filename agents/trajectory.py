@@ -23,7 +23,7 @@ from repogym.agents.gateway.calls import SUFFIX, read_calls
 from repogym.envs.record import read_record
 from repogym.envs.tools import TOOL_SCHEMAS
 from repogym.errors import UsageError
-from repogym.version import __version__
+from repogym.version import describe as repogym_version
 
 ATIF_VERSION = "ATIF-v1.5"
 FORMATS = ("atif", "openai")
@@ -64,7 +64,7 @@ def to_atif(events: list[dict[str, Any]], calls: list[dict[str, Any]]) -> dict[s
     model = (answered[0]["request"].get("model") if answered else None) or reset.get("model")
     tools = (answered[0]["request"].get("tools") if answered else None) or \
         (None if answered else TOOL_SCHEMAS)
-    agent: dict[str, Any] = {"name": "repogym", "version": __version__}
+    agent: dict[str, Any] = {"name": "repogym", "version": repogym_version()}
     if model:
         agent["model_name"] = model
     if tools:

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from repogym.errors import UsageError
-from repogym.version import __version__
+from repogym.version import describe as repogym_version
 
 
 def versions(extra: dict[str, Any] | None = None, engine: bool = True) -> dict[str, Any]:
@@ -18,7 +18,7 @@ def versions(extra: dict[str, Any] | None = None, engine: bool = True) -> dict[s
     too (asked here: an env's backend gives its own instead)."""
     from importlib.metadata import PackageNotFoundError, version
 
-    out: dict[str, Any] = {"repogym": __version__, "python": platform.python_version()}
+    out: dict[str, Any] = {"repogym": repogym_version(), "python": platform.python_version()}
     for name in ("swebench", "gymnasium", "docker"):
         try:
             out[name] = version(name)

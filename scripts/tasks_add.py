@@ -51,7 +51,7 @@ from repogym.tasks.sources.synthetic_langs import (
     has_language_tests,
 )
 from repogym.tasks.sources.trace import recorder
-from repogym.version import __version__
+from repogym.version import describe as repogym_version
 
 
 def _csv(text: str) -> tuple[str, ...]:
@@ -305,7 +305,7 @@ def run_tasks_add(args: argparse.Namespace) -> int:
         config = {"source": args.add_source, "options": options, "common": asdict(common),
                   "check": {**asdict(check), "ray": args.ray},
                   "environment_overrides": asdict(_overrides(args)),
-                  "llm": llm.describe() if llm else None, "repogym": __version__,
+                  "llm": llm.describe() if llm else None, "repogym": repogym_version(),
                   "gold_cases": isinstance(source, WithGoldCases),
                   "certified": certifying, "keep_hackable": args.keep_hackable}
         folder = SuiteFolder(args.out, config)

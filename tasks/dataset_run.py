@@ -47,7 +47,7 @@ from repogym.tasks.sources.common import Rejected, SourceOptions, reason_kind
 from repogym.tasks.sources.swebench import SwebenchOptions, SwebenchSource, setup_reason
 from repogym.tasks.validate import error_reason, validate_task
 from repogym.tasks.variants import KINDS, predictions
-from repogym.version import __version__
+from repogym.version import describe as repogym_version
 
 INSTANCES, TASKS, LOCK = "instances", "tasks.jsonl", ".lock"
 RECHECK_RUNS = 4  # runs a side when the official harness disagrees on gold or empty
@@ -208,7 +208,7 @@ class DatasetRun:
         # the suite is the folder's: a run limited to some instances keeps the others' tasks
         write_tasks(self.out, self.state.all())
         (self.out / "config.json").write_text(json.dumps(
-            {**asdict(self.options), "repogym": __version__}, indent=1, default=str) + "\n")
+            {**asdict(self.options), "repogym": repogym_version()}, indent=1, default=str) + "\n")
         return records
 
     # --- one instance ---------------------------------------------------------------------
@@ -222,7 +222,7 @@ class DatasetRun:
             return self._one(candidate, record)
         except Exception as exc:  # noqa: BLE001 - recorded, and the run goes on
             record = {**(self.state.read(candidate.instance_id) or {}),
-                      "instance_id": candidate.instance_id, "repogym": __version__,
+                      "instance_id": candidate.instance_id, "repogym": repogym_version(),
                       "repo": repo_of(candidate)}
             self.finish(record, None, f"infrastructure: unexpected {type(exc).__name__} (a bug "
                         f"in repogym): {str(exc).splitlines()[0][:300] if str(exc) else ''}")
@@ -231,7 +231,7 @@ class DatasetRun:
     def _one(self, candidate: Task | Rejected, record: dict[str, Any] | None) -> dict[str, Any]:
         iid = candidate.instance_id
         if record is None or needs(record, self.options) == "build":
-            record = {"instance_id": iid, "repogym": __version__, "repo": repo_of(candidate),
+            record = {"instance_id": iid, "repogym": repogym_version(), "repo": repo_of(candidate),
                       "version": getattr(candidate, "version", None)}
             if isinstance(candidate, Rejected):
                 self.finish(record, None, candidate.reason)
