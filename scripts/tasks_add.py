@@ -320,7 +320,8 @@ def run_tasks_add(args: argparse.Namespace) -> int:
         if not getattr(args, "no_validate", False) and args.add_source in CHECKED:
             # a task is kept only if an agent who writes the gold change is rewarded for it
             with clock("played_gold"):
-                result.drop(check_kept(result.kept, args.workers, log=log_stderr))
+                result.drop(check_kept(result.kept, args.workers, log=log_stderr,
+                                       narrow=not getattr(args, "whole_grades", False)))
         if certifying:  # a task that an attack beats is no task (unless --keep-hackable)
             with clock("certificate"):
                 certify_collected(result, args)

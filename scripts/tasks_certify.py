@@ -58,9 +58,11 @@ def add_certify_options(parser: argparse.ArgumentParser) -> None:
                    help="play the attacks on the harness on every task (default: once for the "
                         "tasks of one repository snapshot and test layout, their results shared)")
     g.add_argument("--whole-grades", action="store_true",
-                   help="grade every attack on every hidden test (default: an attack on the "
-                        "code is graded on the FAIL_TO_PASS tests first, and whole only when "
-                        "that grade does not settle it)")
+                   help="grade every attack, and in `tasks add` every task's gold played as "
+                        "an agent's diff, on every hidden test (default: an attack on the code "
+                        "is graded on the FAIL_TO_PASS tests first, and whole only when that "
+                        "grade does not settle it; the gold of a test layout's first task is "
+                        "graded whole, its other tasks' on their FAIL_TO_PASS tests)")
 
 
 def config_from(args: argparse.Namespace) -> CertifyConfig:

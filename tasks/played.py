@@ -8,16 +8,34 @@ repository (a diff that then does not apply in the grading container), a gold fi
 path the repository's ``.gitignore`` leaves out (a diff without it). ``played`` applies the
 patch in a container started the way an agent's is and takes the diff the environment would
 take; validation grades that.
+
+**The gold of a layout's next tasks, on its failing tests.** That grade is one whole run of the
+suite with every defence on, in a fresh grading container: on a suite of hundreds of tests, the
+largest cost of ``tasks add``. What it can find on a task beyond what the checks proved (the
+gold passes every listed test, undisguised) is one of two things: the diff an agent submits is
+not the patch (its paths are compared, above), or the defences change a test's outcome (a test
+that reads its own module's name fails under the disguise; sphinx-8627). The second is a
+property of the hidden test files and the environment, not of the change. So ``check_kept``
+grades whole the first task of each *test layout* (the repository snapshot the tasks were
+made from, the environment, the hidden test files); once a layout's gold resolved so, every
+other task of it is graded with every defence on the FAIL_TO_PASS tests alone (the test run
+keeping their ids: ``Grader.grade(..., by_id=True)``), which proves that the played diff fixes
+them under the disguise, the decoy run and the canaries. A task whose narrowed grade does not
+resolve is graded whole before it is rejected: only a whole grade rejects. A task whose diff
+differs from its patch, whose tests do not run under pytest or whose ids pytest cannot select
+is graded whole.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 from repogym.envs.grading.grader import Grader, GraderConfig
 from repogym.envs.grading.stage import patch_paths
+from repogym.envs.grading.testcmd import plain_ids, runs_pytest
 from repogym.errors import RepogymError
 from repogym.images.recipe import BuiltImage
 from repogym.images.repository import ensure_image
@@ -66,39 +84,88 @@ def played(image: BuiltImage, patch: str) -> Played:
     return Played(diff, extra=tuple(sorted(got - want)), missing=tuple(sorted(want - got)))
 
 
+@dataclass(frozen=True)
+class GoldCheck:
+    """What came of the gold played as an agent's diff on one task."""
+
+    why: str | None  # why an agent who writes the gold would not be rewarded; None: it would
+    whole: bool = True  # graded on every hidden test (else on the FAIL_TO_PASS tests alone)
+
+
 def gold_as_agent(task: Task, grader: Grader | None = None) -> str | None:
     """Why an agent who writes the gold change would not be rewarded for it (one graded run of
     the played diff, in the task's own image), or None when it would be."""
+    return check_gold(task, grader).why
+
+
+def check_gold(task: Task, grader: Grader | None = None, narrow: bool = False) -> GoldCheck:
+    """``gold_as_agent``; with ``narrow`` (the task's layout's gold resolved whole), graded on
+    the FAIL_TO_PASS tests alone where that can settle it (the module docstring)."""
+    grader = grader or Grader(GraderConfig(cleanup_async=False))
     try:
         image = ensure_image(task, progress=lambda _m: None)
         diff = played(image, task.patch)
         if diff.problem:
-            return f"gold played as an agent's diff: {diff.problem}"
-        report = (grader or Grader(GraderConfig(cleanup_async=False))).grade(
-            task, diff.diff, image.tag)
+            return GoldCheck(f"gold played as an agent's diff: {diff.problem}")
+        if (narrow and not diff.extra and not diff.missing and task.PASS_TO_PASS
+                and runs_pytest(task.environment) and plain_ids(task.FAIL_TO_PASS)):
+            failing = task.with_(PASS_TO_PASS=())
+            if grader.grade(failing, diff.diff, image.tag, by_id=True).resolved:
+                return GoldCheck(None, whole=False)
+        report = grader.grade(task, diff.diff, image.tag)
     except RepogymError as exc:
-        return f"gold played as an agent's diff: {str(exc).splitlines()[0][:300]}"
+        return GoldCheck(f"gold played as an agent's diff: {str(exc).splitlines()[0][:300]}")
     if report.resolved:
-        return None
-    failing = [t for t, s in {**report.fail_to_pass, **report.pass_to_pass}.items()
-               if s not in ("PASSED", "XFAIL", "SKIPPED")]
+        return GoldCheck(None)
+    failing_tests = [t for t, s in {**report.fail_to_pass, **report.pass_to_pass}.items()
+                     if s not in ("PASSED", "XFAIL", "SKIPPED")]
     why = diff.explain()
-    return (f"gold played as an agent's diff does not resolve it (failing: {failing[:3]}, "
-            f"flags: {report.flag_names()}, invalid: {report.invalid_reasons[:2]})"
-            + (f": {why}" if why else ""))
+    return GoldCheck(f"gold played as an agent's diff does not resolve it (failing: "
+                     f"{failing_tests[:3]}, flags: {report.flag_names()}, invalid: "
+                     f"{report.invalid_reasons[:2]})" + (f": {why}" if why else ""))
+
+
+def gold_layout(task: Task) -> str:
+    """What the defences meet in ``task``'s grade besides its change: the repository snapshot
+    it was made from, the environment, the hidden test files."""
+    files = sorted({i.split("::")[0] for i in (*task.FAIL_TO_PASS, *task.PASS_TO_PASS)})
+    return json.dumps([task.repo, str(task.extra.get("original_commit") or task.base_commit),
+                       task.to_dict()["environment"], task.test_patch, files], sort_keys=True)
+
+
+def play_gold(tasks: list[Task], workers: int = 1, grader: Grader | None = None,
+              narrow: bool = True, log: Callable[[str], None] = lambda _m: None
+              ) -> dict[str, GoldCheck]:
+    """``check_gold`` for each task, ``workers`` at once: each test layout's first task graded
+    whole, and once one resolved so, the layout's others (with ``narrow``) on their failing
+    tests (the module docstring). A layout whose first gold fails has its next task graded
+    whole, and so on."""
+    layouts: dict[str, list[Task]] = {}
+    for task in tasks:
+        layouts.setdefault(gold_layout(task), []).append(task)
+    proven: set[str] = set()
+    checks: dict[str, GoldCheck] = {}
+    with ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
+        while layouts:
+            # a round: every proven layout's tasks narrowed, every other layout's next task whole
+            batch = [(key, t, key in proven) for key, queue in layouts.items()
+                     for t in (queue if key in proven else queue[:1])]
+            for key, task, _ in batch:
+                layouts[key].remove(task)
+            layouts = {k: q for k, q in layouts.items() if q}
+            results = pool.map(lambda b: check_gold(b[1], grader, narrow and b[2]), batch)
+            for (key, task, _), check in zip(batch, results, strict=True):
+                checks[task.instance_id] = check
+                if check.why is None and check.whole:
+                    proven.add(key)
+                if check.why is not None:
+                    log(f"{task.instance_id}: rejected: {check.why}")
+    return checks
 
 
 def check_kept(tasks: list[Task], workers: int = 1, grader: Grader | None = None,
-               log: Callable[[str], None] = lambda _m: None) -> dict[str, str]:
-    """``gold_as_agent`` for each task, ``workers`` at once: the ids of those that fail, with
-    why."""
-    def one(task: Task) -> tuple[str, str | None]:
-        return task.instance_id, gold_as_agent(task, grader)
-
-    failed: dict[str, str] = {}
-    with ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
-        for instance_id, why in pool.map(one, tasks):
-            if why is not None:
-                failed[instance_id] = why
-                log(f"{instance_id}: rejected: {why}")
-    return failed
+               log: Callable[[str], None] = lambda _m: None, narrow: bool = True
+               ) -> dict[str, str]:
+    """``play_gold``: the ids of the tasks whose gold fails, with why."""
+    return {iid: c.why for iid, c in play_gold(tasks, workers, grader, narrow, log).items()
+            if c.why is not None}

@@ -13,7 +13,7 @@ import repogym  # noqa: F401  (registers the environment)
 from repogym.images.repository import ensure_image
 from repogym.repo import snapshot_commit
 from repogym.schema import Environment, Task
-from repogym.tasks.played import gold_as_agent, played
+from repogym.tasks.played import check_gold, gold_as_agent, play_gold, played
 from repogym.tasks.validate import validate_task
 
 pytestmark = pytest.mark.docker
@@ -195,3 +195,54 @@ def test_validate_names_a_task_whose_gold_an_agent_cannot_submit(
     assert "calc/generated_ops.py" in result.reason and "lacks" in result.reason, result.reason
     why = gold_as_agent(task)
     assert why is not None and why.startswith("gold played as an agent's diff"), why
+
+
+# a hidden test that passes before and after the fix, and reads its own module's name: the
+# disguise (hidden tests under other names) fails it, whatever the change
+NAMED = """\
+diff --git a/tests/test_add.py b/tests/test_add.py
+new file mode 100644
+--- /dev/null
++++ b/tests/test_add.py
+@@ -0,0 +1,17 @@
++from calc import add
++
++
++class Sum:
++    pass
++
++
++def test_add():
++    assert add(2, 3) == 5
++
++
++def test_add_negative():
++    assert add(-2, -3) == -5
++
++
++def test_named():
++    assert Sum.__module__.rpartition(".")[2] == "test_add"
+"""
+
+
+def test_a_layouts_first_gold_is_played_whole_and_its_others_on_the_failing_tests(
+        toy_task: Task) -> None:
+    tasks = [toy_task.with_(instance_id=f"toy__calc-{n}") for n in (1, 2, 3)]
+    checks = play_gold(tasks, workers=2)
+    assert [(checks[t.instance_id].why, checks[t.instance_id].whole) for t in tasks] == [
+        (None, True), (None, False), (None, False)]
+    assert all(c.whole for c in play_gold(tasks[:2], narrow=False).values())
+
+
+def test_a_layout_whose_gold_fails_whole_is_never_narrowed(toy_task: Task) -> None:
+    named = [toy_task.with_(instance_id=f"toy__calc-named-{n}", test_patch=NAMED,
+                            PASS_TO_PASS=(*toy_task.PASS_TO_PASS, "tests/test_add.py::test_named"))
+             for n in (1, 2)]
+    # on the failing tests alone the disguise meets no test that reads its name: that grade
+    # cannot see what breaks an agent's reward here, which is why a layout is proven whole first
+    assert check_gold(named[1], narrow=True) == type(check_gold(named[1]))(None, whole=False)
+    checks = play_gold(named, workers=2)
+    for task in named:
+        check = checks[task.instance_id]
+        assert check.whole and check.why is not None, check
+        assert "test_named" in check.why, check.why
