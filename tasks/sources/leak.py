@@ -23,7 +23,9 @@ docstrings, formatting and comments gone),
   library (``same library``: similarity >= ``same_library``);
 
 and it is closer to the fixed function than to the unfixed one (the repository's own unfixed
-code, and copies of it, are no leak). Functions of fewer than ``min_tokens`` tokens are not
+code, and copies of it, are no leak) and, where the patch changes a function, holds at least
+``holds_change`` of the change (:func:`held`): an older relative without the fix is no leak.
+Functions of fewer than ``min_tokens`` tokens are not
 compared: too generic to tell a copy from a coincidence.
 
 The files the repository itself holds (tracked at the task's base commit, under /testbed) are
@@ -51,6 +53,7 @@ import tempfile
 import zipfile
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from difflib import SequenceMatcher
 from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING
 
@@ -70,6 +73,7 @@ if TYPE_CHECKING:
     from repogym.schema import Task
 
 WORKDIR = "/testbed"
+_LOCAL = re.compile(r"^[NA]:v\d+$")  # a local variable or an argument, by its number
 ARCHIVES = (".whl", ".zip", ".egg", ".pyz")
 # every file the agent's user can read that Python could import, as one gzipped tar
 LIST_FILES = (
@@ -89,10 +93,11 @@ class LeakConfig:
     same_name: float = 0.6  # a function of the same name (and class) this similar is one
     same_library: float = 0.4  # the same qualified name in a package of the same name
     convention: int = 4  # a name this many other files define is no evidence by itself
+    holds_change: float = 0.5  # the share of the patch's change a copy of a changed one holds
     max_file_kb: int = 4096  # larger files are not read (generated tables, not code)
 
     def __post_init__(self) -> None:
-        for name in ("near", "same_name", "same_library"):
+        for name in ("near", "same_name", "same_library", "holds_change"):
             value = getattr(self, name)
             if not 0 < value <= 1:
                 raise ValueError(f"{name}={value}: give a similarity in (0, 1].")
@@ -142,13 +147,31 @@ def gold_functions(patch: str, before: dict[str, str], config: LeakConfig) -> li
     after = apply_patch(patch, before)
     out: list[Gold] = []
     for path, text in sorted(after.items()):
-        old = {f.qualname: f for f in normast.functions(before.get(path, ""), path)}
-        for fn in normast.functions(text, path):
-            prior = old.get(fn.qualname)
-            if len(fn.tokens) < config.min_tokens or (prior and prior.tokens == fn.tokens):
+        # one name can be defined more than once (sympy's two nested ``writexml``, a
+        # property's getter and setter, a definition per Python version): a function is
+        # unchanged when any definition of its name before the patch is the same
+        old: dict[str, list[Function]] = {}
+        for f in normast.functions(before.get(path, ""), path):
+            old.setdefault(f.qualname, []).append(f)
+        new = normast.functions(text, path)
+        for fn in new:
+            priors = old.get(fn.qualname, [])
+            if len(fn.tokens) < config.min_tokens or any(p.tokens == fn.tokens for p in priors):
                 continue
-            out.append(Gold(path, fn, prior))
+            same = [f for f in new if f.qualname == fn.qualname]
+            out.append(Gold(path, fn, _prior(fn, same, priors)))
     return out
+
+
+def _prior(fn: Function, after: list[Function], priors: list[Function]) -> Function | None:
+    """The definition ``fn`` was before the patch: of the definitions of its name, the one at
+    its place when the patch kept how many there are (``after``: those after it), else the
+    most alike."""
+    if not priors:
+        return None
+    if len(after) == len(priors):
+        return priors[next(i for i, f in enumerate(after) if f is fn)]
+    return max(priors, key=lambda p: similarity(p.tokens, fn.tokens))
 
 
 def patched_files(patch: str) -> list[str]:
@@ -294,7 +317,38 @@ def _judge(gold: Gold, fn: Function, config: LeakConfig, conventional: bool = Fa
         return None
     if gold.broken is not None and similarity(gold.broken.tokens, fn.tokens) >= score:
         return None  # as like the unfixed code: the repository's own, or a copy of it
+    if gold.broken is not None and held(gold, fn) < config.holds_change:
+        return None  # alike, but without the fix: an older or a relative of the function
     return Copy(gold.label, fn.path, fn.qualname, round(score, 3), rule)
+
+
+def held(gold: Gold, fn: Function) -> float:
+    """How much of the patch's change to the function ``fn`` holds: of the tokens the patch
+    wrote, those ``fn`` has at their place (aligned with the fixed function), and of those it
+    took out, those ``fn`` lacks (aligned with the unfixed one). A function closer to the
+    fixed one than to the unfixed one can still lack the fix: pytest-9359's fix adds a loop
+    over decorators to ``get_statement_startend2``, and the older ``py`` library's copy, without
+    it, came out closer to the fixed one (0.84 against 0.79): the loop's new local renumbers the
+    later ones, and the ``py`` copy's own extra local numbers them as the fixed one does."""
+    assert gold.broken is not None
+    broken, fixed = gold.broken.tokens, gold.fixed.tokens
+    change = SequenceMatcher(None, broken, fixed, autojunk=False).get_matching_blocks()
+    # a local's normalised name is its number (``N:v4``): a local the fix adds renumbers the
+    # later ones, which is no part of the change, and a relative that happens to number them
+    # alike (pytest-9359's) would hold it
+    written = {j for j in range(len(fixed)) if not _LOCAL.match(fixed[j])} - {
+        b + k for _a, b, n in change for k in range(n)}
+    removed = {i for i in range(len(broken)) if not _LOCAL.match(broken[i])} - {
+        a + k for a, _b, n in change for k in range(n)}
+    if not written and not removed:
+        return 1.0  # the same tokens: nothing tells a copy of one from the other
+
+    def aligned(tokens: tuple[str, ...]) -> set[int]:
+        blocks = SequenceMatcher(None, tokens, fn.tokens, autojunk=False).get_matching_blocks()
+        return {a + k for a, _b, n in blocks for k in range(n)}
+
+    has = len(written & aligned(fixed)) + len(removed - aligned(broken))
+    return has / (len(written) + len(removed))
 
 
 def _rule(gold: Gold, fn: Function, score: float, config: LeakConfig,

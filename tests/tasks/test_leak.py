@@ -302,3 +302,131 @@ def test_a_name_many_modules_define_is_no_copy_by_name_alone() -> None:
     # the same text as the fix is a copy whatever its name's fame
     exact = {**plugins, "/opt/venv/lib/python3.9/site-packages/old/man.py": fixed.encode()}
     assert [c.rule for c in find_copies(golds, exact, LeakConfig())] == ["exact"]
+
+
+# pytest-9359: the fix adds a loop over decorators to get_statement_startend2; the `py`
+# library, installed beside it, holds an older relative of the function without the loop
+STARTEND = '''\
+import ast
+from bisect import bisect_right
+
+
+def get_statement_startend2(lineno, node):
+    values = []
+    for x in ast.walk(node):
+        if isinstance(x, (ast.stmt, ast.ExceptHandler)):
+            values.append(x.lineno - 1)
+            for name in ("finalbody", "orelse"):
+                val = getattr(x, name, None)
+                if val:
+                    values.append(val[0].lineno - 1 - 1)
+    values.sort()
+    insert_index = bisect_right(values, lineno)
+    start = values[insert_index - 1]
+    if insert_index >= len(values):
+        end = None
+    else:
+        end = values[insert_index]
+    return start, end
+'''
+STARTEND_FIXED = STARTEND.replace('''\
+            values.append(x.lineno - 1)
+''', '''\
+            if isinstance(x, (ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
+                for d in x.decorator_list:
+                    values.append(d.lineno - 1)
+            values.append(x.lineno - 1)
+''')
+STARTEND_RELATIVE = '''\
+def get_statement_startend2(lineno, node):
+    import ast
+    l = []
+    for x in ast.walk(node):
+        if isinstance(x, _ast.stmt) or isinstance(x, _ast.ExceptHandler):
+            l.append(x.lineno - 1)
+            for name in "finalbody", "orelse":
+                val = getattr(x, name, None)
+                if val:
+                    l.append(val[0].lineno - 1 - 1)
+    l.sort()
+    insert_index = bisect_right(l, lineno)
+    start = l[insert_index - 1]
+    if insert_index >= len(l):
+        end = None
+    else:
+        end = l[insert_index]
+    return start, end
+'''
+
+
+def test_a_relative_without_the_fix_is_no_leak_however_its_locals_are_numbered() -> None:
+    path = "src/_pytest/_code/source.py"
+    golds = gold_functions(_stub_patch(path, STARTEND, STARTEND_FIXED), {path: STARTEND},
+                           LeakConfig())
+    gold = golds[0]
+    relative = functions(STARTEND_RELATIVE)[0]
+    # closer to the fixed function than to the unfixed one, by the numbers of its locals
+    assert similarity(gold.fixed.tokens, relative.tokens) > similarity(
+        gold.broken.tokens, relative.tokens)
+    site = "/opt/venv/lib/python3.9/site-packages"
+    assert find_copies(golds, {f"{site}/py/_code/source.py": STARTEND_RELATIVE.encode()},
+                       LeakConfig()) == []
+    # the relative with the fix is one, locals renamed or not
+    fixed_relative = STARTEND_RELATIVE.replace('''\
+            l.append(x.lineno - 1)
+''', '''\
+            if isinstance(x, (ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
+                for dec in x.decorator_list:
+                    l.append(dec.lineno - 1)
+            l.append(x.lineno - 1)
+''')
+    found = find_copies(golds, {f"{site}/py/_code/source.py": fixed_relative.encode(),
+                                f"{site}/vendored/source.py": STARTEND_FIXED.encode()},
+                        LeakConfig())
+    assert {(c.path, c.rule) for c in found} == {(f"{site}/py/_code/source.py", "same name"),
+                                                 (f"{site}/vendored/source.py", "exact")}
+
+
+# sympy-16106: mathml.py's apply_patch defines two nested functions named writexml; the fix
+# adds methods elsewhere in the file and changes neither
+TWICE = '''\
+def apply_patch():
+    def writexml(self, writer, indent="", addindent="", newl=""):
+        writer.write(indent + "<" + self.tagName)
+        for name in sorted(self.attributes.keys()):
+            writer.write(" %s=" % name)
+        writer.write(newl)
+
+    def writexml(self, writer, indent="", addindent="", newl=""):
+        data = escape(self.data)
+        if data:
+            writer.write("%s%s%s" % (indent, data, newl))
+        return data
+
+
+def untouched(values, scale):
+    out = []
+    for value in values:
+        out.append(value * scale + len(out) - 1)
+    return out
+'''
+
+
+def test_a_name_defined_twice_is_gold_only_where_the_patch_changed_it() -> None:
+    path = "pkg/printing.py"
+    added = TWICE + '''
+
+def print_tuple(items, printer):
+    element = printer.create("mfenced")
+    for item in items:
+        element.append(printer.render(item, scale=2))
+    return element
+'''
+    golds = gold_functions(_stub_patch(path, TWICE, added), {path: TWICE}, LeakConfig())
+    assert [g.fixed.qualname for g in golds] == ["print_tuple"]
+    # and the one that changes is gold, against its own former self
+    changed = TWICE.replace("return data", "return data.strip()")
+    golds = gold_functions(_stub_patch(path, TWICE, changed), {path: TWICE}, LeakConfig())
+    assert [g.fixed.qualname for g in golds] == ["apply_patch", "apply_patch.<locals>.writexml"]
+    second = [f for f in functions(TWICE) if f.qualname == "apply_patch.<locals>.writexml"][1]
+    assert golds[1].broken is not None and golds[1].broken.tokens == second.tokens
