@@ -102,7 +102,8 @@ def detect_environment(tree: TreeView, overrides: EnvOverrides | None = None) ->
     tox = _read_cfg(tree.read_text("tox.ini") or "")
     extras = _extras(pyproject, setup_cfg, setup_py)
     env = Environment(
-        python=_python_version(_python_requires(pyproject, setup_cfg, setup_py)),
+        python=_python_version(_python_requires(pyproject, setup_cfg, setup_py),
+                               _classified(tree, files, pyproject, setup_cfg, setup_py)),
         setup=tuple(_setup_commands(tree, files, pyproject, setup_cfg, setup_py, tox, extras)),
     )
     missed = _undiscovered_tests(tree, files, pyproject)
@@ -172,21 +173,51 @@ def _python_requires(pyproject: dict[str, Any], setup_cfg: configparser.ConfigPa
     return str(found or "").strip()
 
 
-def _python_version(requires: str) -> str:
-    if not requires:
+def _classified(tree: TreeView, files: set[str], pyproject: dict[str, Any],
+                setup_cfg: configparser.ConfigParser, setup_py: str) -> list[tuple[int, int]]:
+    """The Python 3 versions the project says it supports (its ``Programming Language ::
+    Python :: 3.N`` classifiers: in pyproject.toml, setup.cfg, setup.py or an sdist's
+    PKG-INFO)."""
+    texts = [str(pyproject.get("project", {}).get("classifiers", "")), setup_py,
+             setup_cfg.get("metadata", "classifiers", fallback="")]
+    if "PKG-INFO" in files:
+        texts.append(tree.read_text("PKG-INFO") or "")
+    found = re.findall(r"Programming Language :: Python :: 3\.(\d+)", "\n".join(texts))
+    return sorted({(3, int(minor)) for minor in found})
+
+
+def _python_version(requires: str, classified: list[tuple[int, int]] | None = None) -> str:
+    """The Python the project's tests run on: the first of ``PYTHON_PREFERENCE`` that
+    ``requires`` (its ``requires-python``) allows, unless its classifiers name only older
+    ones: then the newest allowed one they name or are older than, else the oldest allowed one
+    above them (astor 0.8.1 allows any Python 3, names up to 3.8, and its tests use
+    ``collections.Mapping``, gone in 3.10: 3.9)."""
+    allowed = [v for v in PYTHON_PREFERENCE if v in PYTHON_SUITES and _allows(requires, v)]
+    if not allowed:
         return PYTHON_PREFERENCE[0]
+    newest = max(classified or [(0, 0)])
+    if newest == (0, 0) or _key(allowed[0]) <= newest:
+        return allowed[0]
+    older = [v for v in allowed if _key(v) <= newest]
+    return max(older, key=_key) if older else min(allowed, key=_key)
+
+
+def _key(version: str) -> tuple[int, int]:
+    major, minor = version.split(".")[:2]
+    return int(major), int(minor)
+
+
+def _allows(requires: str, version: str) -> bool:
+    if not requires:
+        return True
     try:
         from packaging.specifiers import InvalidSpecifier, SpecifierSet
     except ModuleNotFoundError:  # packaging comes with pip's toolchain nearly everywhere
-        return PYTHON_PREFERENCE[0]
+        return True
     try:
-        spec = SpecifierSet(requires)
+        return SpecifierSet(requires).contains(f"{version}.0")
     except InvalidSpecifier:
-        return PYTHON_PREFERENCE[0]
-    for version in PYTHON_PREFERENCE:
-        if version in PYTHON_SUITES and spec.contains(f"{version}.0"):
-            return version
-    return PYTHON_PREFERENCE[0]
+        return True
 
 
 # ---------------------------------------------------------------------------- dependencies

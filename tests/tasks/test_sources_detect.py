@@ -88,6 +88,27 @@ def test_newest_python_only_when_required(tmp_path: Path) -> None:
     assert env.python == "3.13"
 
 
+def test_a_project_that_names_only_older_pythons_gets_the_nearest(tmp_path: Path) -> None:
+    # astor 0.8.1: any Python 3 allowed, classifiers up to 3.8, tests that need 3.9 or older
+    classifiers = "".join(f"    'Programming Language :: Python :: {v}',\n"
+                          for v in ("2.7", "3.4", "3.7", "3.8"))
+    setup_py = ("from setuptools import setup\nsetup(name='astor', python_requires="
+                f"'>=2.7, !=3.0.*, !=3.1.*', classifiers=[\n{classifiers}])\n")
+    assert detect_environment(tree(tmp_path / "a", {"setup.py": setup_py})).python == "3.9"
+    # the sdist's metadata says it as well
+    pkg_info = "Metadata-Version: 2.1\nName: x\nClassifier: Programming Language :: Python :: 3.9\n"
+    plain = "from setuptools import setup\nsetup()\n"
+    assert detect_environment(tree(tmp_path / "b", {"setup.py": plain, "PKG-INFO": pkg_info})
+                              ).python == "3.9"
+    # naming a newer one, or none, changes nothing
+    newer = setup_py.replace("3.8'", "3.12'")
+    assert detect_environment(tree(tmp_path / "c", {"setup.py": newer})).python == "3.11"
+    assert detect_environment(tree(tmp_path / "d", {
+        "pyproject.toml": '[project]\nname = "x"\nrequires-python = ">=3.12"\n'
+                          'classifiers = ["Programming Language :: Python :: 3.8"]\n',
+    })).python == "3.13"  # allowed ones only: the oldest above what it names
+
+
 def test_overrides_replace_what_was_detected(tmp_path: Path) -> None:
     overrides = EnvOverrides(python="3.13", setup=("make install",), test_cmd="pytest -x -rA")
     env = detect_environment(tree(tmp_path, {"setup.py": "setup()\n"}), overrides)
