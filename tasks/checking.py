@@ -40,6 +40,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from repogym.envs.grading import plugins
 from repogym.envs.grading.grader import (
     TEST_ENV,
     Grader,
@@ -318,7 +319,7 @@ class Checker:
                 raise TaskError(f"could not prepare a traced run: {prepare.output[-300:]}")
             out = f"{G}/out/coverage.json"
             opts = ["-p", "no:cacheprovider", "-o", "addopts=", "--rootdir=/testbed",
-                    "-p", "repogym_coverage"]
+                    "-p", "repogym_coverage", *plugins.plugin_args(plugins.installed(box, image))]
             command = f"{task.environment.test_cmd} {shlex.join(opts)} {shlex.join(args)}"
             variables = {**TEST_ENV, **env, "PYTHONPATH": f"{G}/cov",
                          "REPOGYM_COVERAGE_OUT": out}

@@ -36,6 +36,7 @@ class Canaries:
     extra: tuple[str, ...] = ()  # paths named with it, so that the run collects no less
     note: str = ""  # where the run collects, as the planter read it
     plugins: tuple[str, ...] = ()  # what the configuration's addopts loads with -p
+    blocked: tuple[str, ...] = ()  # what it turns off (-p no:NAME)
 
     @property
     def ids(self) -> dict[str, str]:
@@ -96,7 +97,8 @@ def read_planted(value: str | None, output: str = "") -> Planted:
         return Planted(None, str(data.get("error") if isinstance(data, dict) else data))
     canaries = Canaries(str(data["path"]), str(data["passing"]), str(data["failing"]),
                         bool(data.get("named")), tuple(map(str, data.get("extra", []))),
-                        str(data.get("note", "")), tuple(map(str, data.get("plugins", []))))
+                        str(data.get("note", "")), tuple(map(str, data.get("plugins", []))),
+                        tuple(map(str, data.get("blocked", []))))
     return Planted(canaries, disguise=data.get("disguise"))
 
 

@@ -375,13 +375,24 @@ def addopts_plugins(addopts: list[str]) -> list[str]:
     out). The harness drops ``addopts`` (``-o addopts=``) and names these again: a project can
     declare its own ini keys in such a plugin (pytest's ``-p pytester`` and
     ``pytester_example_dir``), and under ``filterwarnings = error`` an unknown key stops the run."""
-    plugins = []
+    return [p for p in addopts_plugins_all(addopts) if not p.startswith("no:")]
+
+
+def addopts_blocked(addopts: list[str]) -> list[str]:
+    """The plugins that the configuration's ``addopts`` turns off (``-p no:randomly``): the
+    installed plugins the harness names (``plugins.py``) leave them off."""
+    return [p[3:] for p in addopts_plugins_all(addopts) if p.startswith("no:")]
+
+
+def addopts_plugins_all(addopts: list[str]) -> list[str]:
+    """Every ``-p`` value of ``addopts``, as written."""
+    out = []
     for i, word in enumerate(addopts):
         name = addopts[i + 1] if word == "-p" and i + 1 < len(addopts) else (
             word[2:] if word.startswith("-p") and word != "-p" else None)
-        if name and not name.startswith("no:") and not name.startswith("-"):
-            plugins.append(name)
-    return plugins
+        if name and not name.startswith("-"):
+            out.append(name)
+    return out
 
 
 def where(request: dict[str, Any], root: str) -> dict[str, Any]:
@@ -401,6 +412,7 @@ def where(request: dict[str, Any], root: str) -> dict[str, Any]:
                   else "no configuration file"],
         "named": False, "extra": [], "extra_if_named": [],
         "plugins": addopts_plugins(get("addopts", [])),
+        "blocked": addopts_blocked(get("addopts", [])),
         "norecurse": get("norecursedirs", DEFAULT_NORECURSE), "ignore": opts["ignore"],
     }
     if opts["select"]:
@@ -473,7 +485,7 @@ def plan(request: dict[str, Any], root: str = ROOT, w: dict[str, Any] | None = N
              (collected_files(root, named, w) if _under(folder or ".", named) else [named])]
     return {"path": os.path.join(folder, name) if folder else name, "passing": passing,
             "failing": failing, "text": text, "named": w["named"], "extra": extra,
-            "plugins": w["plugins"], "note": "; ".join(w["notes"])}
+            "plugins": w["plugins"], "blocked": w["blocked"], "note": "; ".join(w["notes"])}
 
 
 def plant(request: dict[str, Any], root: str = ROOT, w: dict[str, Any] | None = None

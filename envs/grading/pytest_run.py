@@ -14,7 +14,7 @@ import shlex
 import time
 from typing import TYPE_CHECKING, Any
 
-from repogym.envs.grading import blind, canary, reporter, stage
+from repogym.envs.grading import blind, canary, plugins, reporter, stage
 from repogym.envs.grading.agreement import run_differential
 from repogym.envs.grading.blind import Disguise
 from repogym.envs.grading.box import TEST_ENV, GradingBox
@@ -69,7 +69,8 @@ class PytestRun:
         self.off = blind.env_off(grader.rng)  # the test run's variable: decoys stay originals
         self.hidden: list[str] = []  # the decoys' ids: FAIL_TO_PASS and the drawn PASS_TO_PASS
         self.disguise: Disguise | None = None
-        self.plugins: list[str] = []  # the -p plugins of the configuration's addopts
+        # the -p plugins: the configuration's addopts', and those the image installed
+        self.plugins: list[str] = []
         self.records: list[Records] = []
         # a second waiting pytest for the decoy run, spared when the test run's processes end
         decoy = box.decoy_pytest
@@ -105,11 +106,14 @@ class PytestRun:
 
     def grade(self, patch: str) -> None:
         with self.report.timed("stage"):
+            # the image's own pytest plugins, read before anything of the agent's is staged
+            installed = plugins.installed(self.box, self.report.image) if self.pytest else ()
             canaries = self.stage(patch)
         # no known test files: the whole suite runs, and discovery finds the canaries too
         # (the planter names them on the command line only where that narrows nothing)
         extra = canaries.args if canaries else []
-        self.plugins = canaries.plugin_args if canaries else []
+        self.plugins = [*(canaries.plugin_args if canaries else []), *plugins.plugin_args(
+            installed, canaries.blocked if canaries else ())]
         if self.only:  # task creation: the tests a change reaches, and the canary's file
             files = [*self.only, *([canaries.path] if canaries else [])]
         elif self.disguise is not None:

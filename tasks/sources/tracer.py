@@ -129,9 +129,12 @@ def traced_run(box: Any, test_cmd: str, test_files: list[str], timeout: float,
     _root(box, f"mkdir -p {out_dir} && chown 1000:1000 {out_dir}")
     by_id = [[i for i in chosen if i.split("::")[0].endswith(".py")] for chosen in ids or ()]
     files = [f for f in test_files if f.endswith(".py")]
+    from repogym.envs.grading import plugins  # the host's side: this file travels alone
+
+    installed = plugins.plugin_args(plugins.installed(box, box.config.image))
     for selection in [s for s in by_id if s] + [files]:
         command = (f"{test_cmd} -p no:cacheprovider -o addopts= "
-                   + " ".join(shlex.quote(f) for f in selection))
+                   + " ".join(shlex.quote(f) for f in [*installed, *selection]))
         result = box.exec(["env", f"PYTHONPATH={trace_dir}",
                            f"REPOGYM_TRACE={trace_dir}/config.json",
                            "PYTEST_DISABLE_PLUGIN_AUTOLOAD=1", "PYTHONDONTWRITEBYTECODE=1",
