@@ -316,6 +316,31 @@ def _setup_commands(tree: TreeView, files: set[str], pyproject: dict[str, Any],
     return commands
 
 
+def _with_fallback(module: ast.AST) -> set[int]:
+    """The imports tried before a fallback (``try: import unittest2 as unittest`` / ``except
+    ImportError: import unittest``): the tests run without them, and installing one can break
+    them (astor 0.8.1: unittest2 1.1 fails every test class under pytest)."""
+    out: set[int] = set()
+    for node in ast.walk(module):
+        if not isinstance(node, ast.Try):
+            continue
+        fallback = any(_catches_import_error(h) and any(
+            isinstance(n, (ast.Import, ast.ImportFrom)) for b in h.body for n in ast.walk(b))
+            for h in node.handlers)
+        if fallback:
+            out |= {id(n) for b in node.body for n in ast.walk(b)
+                    if isinstance(n, (ast.Import, ast.ImportFrom))}
+    return out
+
+
+def _catches_import_error(handler: ast.ExceptHandler) -> bool:
+    if handler.type is None:
+        return True
+    kinds = handler.type.elts if isinstance(handler.type, ast.Tuple) else [handler.type]
+    return any(isinstance(k, ast.Name) and k.id in ("ImportError", "ModuleNotFoundError",
+                                                    "Exception") for k in kinds)
+
+
 def imported_by_tests(tree: TreeView, files: set[str]) -> list[str]:
     """The distributions of what the test files import that is neither the standard library
     nor the repository's own (any module or folder name of the tree), sorted."""
@@ -329,7 +354,10 @@ def imported_by_tests(tree: TreeView, files: set[str]) -> list[str]:
             tree_ast = syntax_lock.parse(tree.read_text(path) or "")
         except (SyntaxError, ValueError):
             continue
+        shimmed = _with_fallback(tree_ast)
         for node in ast.walk(tree_ast):
+            if id(node) in shimmed:
+                continue
             if isinstance(node, ast.Import):
                 names |= {alias.name for alias in node.names}
             elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
