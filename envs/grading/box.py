@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from repogym.envs.grading import plugins
 from repogym.envs.grading.warm_pytest import WarmPytest
 from repogym.sandbox.base import SandboxConfig, SandboxLost
 from repogym.sandbox.docker import DockerSandbox
@@ -62,6 +63,8 @@ class GradingBox(DockerSandbox):
         slow import, and grading falls back or waits the rest)."""
         self._runner = Runner.start(self)
         if warm:
+            # the image's pytest plugins, listed while the container is fresh (once per image)
+            plugins.installed(self, self.config.image)
             self.pytest = WarmPytest.start(self, TEST_ENV)
             self.decoy_pytest = WarmPytest.start(self, TEST_ENV)
             for waiting in (self.pytest, self.decoy_pytest):
