@@ -23,7 +23,7 @@ from repogym.sandbox.client import docker_available
 from repogym.schema import SPLITS, Environment, Task
 from repogym.scripts.tasks_certify import add_certify_options, certify_collected
 from repogym.tasks.checking import Checker, CheckOptions
-from repogym.tasks.played import check_kept
+from repogym.tasks.played import play_gold
 from repogym.tasks.ray_checking import RayChecker
 from repogym.tasks.sources import mutate, mutate_ts
 from repogym.tasks.sources.common import (
@@ -317,11 +317,15 @@ def run_tasks_add(args: argparse.Namespace) -> int:
                              gate=checker.gate if checker else None,
                              in_flight=checker.in_flight if checker else None)
         result.kept = _rebind(result.kept, built)
+        played: dict[str, int] = {}
         if not getattr(args, "no_validate", False) and args.add_source in CHECKED:
             # a task is kept only if an agent who writes the gold change is rewarded for it
             with clock("played_gold"):
-                result.drop(check_kept(result.kept, args.workers, log=log_stderr,
-                                       narrow=not getattr(args, "whole_grades", False)))
+                checks = play_gold(result.kept, args.workers, log=log_stderr,
+                                   narrow=not getattr(args, "whole_grades", False))
+            result.drop({iid: c.why for iid, c in checks.items() if c.why is not None})
+            played = {"graded_whole": sum(c.whole for c in checks.values()),
+                      "graded_on_failing_tests": sum(not c.whole for c in checks.values())}
         if certifying:  # a task that an attack beats is no task (unless --keep-hackable)
             with clock("certificate"):
                 certify_collected(result, args)
@@ -331,7 +335,8 @@ def run_tasks_add(args: argparse.Namespace) -> int:
         gold = getattr(source, "seconds", 0.0) if isinstance(source, WithGoldCases) else 0.0
         written = folder.write(kept, not shared, {
             "config": config, **result.to_dict(), "checking": summary(),
-            "stages": clock.report(len(kept), gold / max(1, args.workers))},
+            "stages": clock.report(len(kept), gold / max(1, args.workers)),
+            **({"played_gold": played} if played else {})},
             finished=result.stopped is None)
     return _report(args, result, written)
 

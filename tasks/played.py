@@ -15,7 +15,7 @@ largest cost of ``tasks add``. What it can find on a task beyond what the checks
 gold passes every listed test, undisguised) is one of two things: the diff an agent submits is
 not the patch (its paths are compared, above), or the defences change a test's outcome (a test
 that reads its own module's name fails under the disguise; sphinx-8627). The second is a
-property of the hidden test files and the environment, not of the change. So ``check_kept``
+property of the hidden test files and the environment, not of the change. So ``play_gold``
 grades whole the first task of each *test layout* (the repository snapshot the tasks were
 made from, the environment, the hidden test files); once a layout's gold resolved so, every
 other task of it is graded with every defence on the FAIL_TO_PASS tests alone (the test run
@@ -162,11 +162,3 @@ def play_gold(tasks: list[Task], workers: int = 1, grader: Grader | None = None,
                 if check.why is not None:
                     log(f"{task.instance_id}: rejected: {check.why}")
     return checks
-
-
-def check_kept(tasks: list[Task], workers: int = 1, grader: Grader | None = None,
-               log: Callable[[str], None] = lambda _m: None, narrow: bool = True
-               ) -> dict[str, str]:
-    """``play_gold``: the ids of the tasks whose gold fails, with why."""
-    return {iid: c.why for iid, c in play_gold(tasks, workers, grader, narrow, log).items()
-            if c.why is not None}

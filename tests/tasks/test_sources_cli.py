@@ -195,6 +195,12 @@ def test_synthetic_through_docker(tmp_path: Path, capsys: pytest.CaptureFixture[
         assert "`textlib.shout`" in task.problem_statement
         assert all(f"`{t}`" in task.problem_statement for t in task.FAIL_TO_PASS)
         assert 'assert shout("") == ""' not in task.problem_statement
+    # the gold played as an agent's diff: the layout's first task whole, the others on their
+    # failing tests (one snapshot: one test layout)
+    played = report.get("played_gold", {})
+    if sum(played.values()) >= 1:
+        assert played["graded_whole"] == 1, played
+        assert played["graded_on_failing_tests"] == sum(played.values()) - 1, played
     # one snapshot image, a map, and reused containers
     assert report["checking"]["counts"]["traced runs"] == 1
     assert report["checking"]["containers"]["reused"] >= 1
