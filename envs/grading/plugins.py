@@ -17,8 +17,10 @@ with ``-p`` on each run's command line:
 - a plugin whose module lies in the repository (``/testbed``: the project's own plugin, code
   the agent can change) is left out, as are the plugins that rewrite pytest's terminal output
   (the results are also read from it);
-- the plugins the configuration's ``addopts`` turns off (``-p no:randomly``) stay off: the
-  harness drops ``addopts`` (``plant.addopts_plugins``) and keeps that choice.
+- in the grader's runs, the plugins the configuration's ``addopts`` turns off (``-p
+  no:randomly``) stay off: the harness drops ``addopts`` and keeps that choice (the planter
+  reads it: ``plant.addopts_blocked``). Task creation's traced runs (the coverage map, the
+  gold cases' tracer) name every plugin listed.
 """
 
 from __future__ import annotations
