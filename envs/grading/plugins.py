@@ -15,8 +15,9 @@ with ``-p`` on each run's command line:
   applied; task creation's runs before the candidate's), and cached by the image's tag, which
   digests everything that decides the image;
 - a plugin whose module lies in the repository (``/testbed``: the project's own plugin, code
-  the agent can change) is left out, as are the plugins that rewrite pytest's terminal output
-  (the results are also read from it);
+  the agent can change) is left out, and so is one whose top-level module the agent's diff
+  writes at the repository's root (:func:`unshadowed`), as are the plugins that rewrite
+  pytest's terminal output (the results are also read from it);
 - in the grader's runs, the plugins the configuration's ``addopts`` turns off (``-p
   no:randomly``) stay off: the harness drops ``addopts`` and keeps that choice (the planter
   reads it: ``plant.addopts_blocked``). Task creation's traced runs (the coverage map, the
@@ -81,6 +82,16 @@ def installed(box: Any, image: str) -> tuple[tuple[str, str], ...]:
                 _cache[image] = found
             return found
     return ()  # no Python there, or the listing failed: none, and asked again next time
+
+
+def unshadowed(plugins: tuple[tuple[str, str], ...], changed: list[str]
+               ) -> tuple[tuple[str, str], ...]:
+    """The plugins whose top-level module no path of the agent's diff (``changed``) writes at
+    the repository's root: ``python -m pytest`` puts /testbed first on the run's path, so a
+    ``pytest_asyncio/`` there would be what ``-p pytest_asyncio.plugin`` loads, the agent's
+    code as a plugin. Such a plugin is not named; the agent only loses what it gave."""
+    tops = {path.split("/")[0].removesuffix(".py") for path in changed}
+    return tuple(p for p in plugins if p[1].split(".")[0] not in tops)
 
 
 def plugin_args(plugins: tuple[tuple[str, str], ...], blocked: tuple[str, ...] = ()

@@ -112,6 +112,7 @@ class PytestRun:
         # no known test files: the whole suite runs, and discovery finds the canaries too
         # (the planter names them on the command line only where that narrows nothing)
         extra = canaries.args if canaries else []
+        installed = plugins.unshadowed(installed, stage.patch_paths(patch))
         self.plugins = [*(canaries.plugin_args if canaries else []), *plugins.plugin_args(
             installed, canaries.blocked if canaries else ())]
         if self.only:  # task creation: the tests a change reaches, and the canary's file

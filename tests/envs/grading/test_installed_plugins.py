@@ -89,6 +89,37 @@ diff --git a/acalc/__init__.py b/acalc/__init__.py
 """
 
 
+# the agent's own "pytest_asyncio" at the repository's root: as a plugin it would pass every test
+SHADOWING = """\
+diff --git a/pytest_asyncio/__init__.py b/pytest_asyncio/__init__.py
+new file mode 100644
+--- /dev/null
++++ b/pytest_asyncio/__init__.py
+@@ -0,0 +1 @@
++
+diff --git a/pytest_asyncio/plugin.py b/pytest_asyncio/plugin.py
+new file mode 100644
+--- /dev/null
++++ b/pytest_asyncio/plugin.py
+@@ -0,0 +1,6 @@
++import pytest
++
++
++@pytest.hookimpl(tryfirst=True)
++def pytest_configure(config):
++    print("HIJACKED")
+"""
+
+
+def test_a_plugin_the_diff_shadows_is_not_named() -> None:
+    found = (("asyncio", "pytest_asyncio.plugin"), ("mock", "pytest_mock"))
+    assert plugins.unshadowed(found, ["pytest_asyncio/plugin.py", "acalc/__init__.py"]) == (
+        ("mock", "pytest_mock"),)
+    assert plugins.unshadowed(found, ["pytest_mock.py"]) == (
+        ("asyncio", "pytest_asyncio.plugin"),)
+    assert plugins.unshadowed(found, ["src/pytest_mock.py", "tests/pytest_asyncio.py"]) == found
+
+
 @pytest.fixture(scope="module")
 def async_task(tmp_path_factory: pytest.TempPathFactory) -> Task:
     repo = tmp_path_factory.mktemp("async") / "acalc"
@@ -119,6 +150,12 @@ def test_the_environments_plugins_load_and_the_repositorys_do_not(async_task: Ta
     assert not empty.resolved and empty.valid
     assert empty.fail_to_pass == {"tests/test_add.py::test_add": "FAILED"}
     assert empty.pass_to_pass == {"tests/test_sub.py::test_sub_stays": "PASSED"}
+    # a diff that writes the plugin's top-level package at the root would have its own code
+    # loaded as the plugin (`python -m pytest` puts /testbed first): that plugin is not named
+    shadow = PATCH + SHADOWING
+    hijacked = grader.grade(async_task, shadow, tag)
+    assert not hijacked.resolved, (hijacked.fail_to_pass, hijacked.invalid_reasons)
+    assert "HIJACKED" not in hijacked.log_tail
     # and in a warm grading container, whose waiting pytest imported pytest ahead of the run
     pool = SandboxPool(grader_size=1)
     try:
