@@ -22,8 +22,6 @@ from repogym.sandbox.docker import DockerSandbox
 from repogym.sandbox.pool import SandboxPool
 from repogym.schema import Environment, Task
 
-pytestmark = pytest.mark.docker
-
 FILES = {
     "pyproject.toml": """\
         [build-system]
@@ -134,6 +132,7 @@ def async_task(tmp_path_factory: pytest.TempPathFactory) -> Task:
                 environment=Environment(setup=("pip install -e . pytest-asyncio",)))
 
 
+@pytest.mark.docker
 def test_the_environments_plugins_load_and_the_repositorys_do_not(async_task: Task) -> None:
     tag = ensure_image(async_task, progress=lambda _m: None).tag
     plugins._cache.pop(tag, None)
