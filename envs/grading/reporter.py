@@ -164,11 +164,13 @@ class Records:
 
 
 def status_of(report: dict[str, Any]) -> str | None:
-    """A report's status as JUnit (and the ``-rA`` summary) give it; None for a passed setup
-    or teardown."""
+    """A report's status as the ``-rA`` summary gives it; None for a passed setup or teardown.
+    A test marked xfail that passed (not strictly) is XPASS, not a pass: its project declares
+    that it is expected to fail, pytest's exit status ignores it, and swebench's parsers leave
+    it out (JUnit alone writes it as a pass)."""
     when, outcome, xfail = report.get("w"), report.get("o"), bool(report.get("x"))
     if outcome == "passed":
-        return "PASSED" if when == "call" else None
+        return ("XPASS" if xfail else "PASSED") if when == "call" else None
     if outcome == "skipped":
         return "XFAIL" if xfail else "SKIPPED"
     return "FAILED" if when == "call" else "ERROR"
@@ -180,7 +182,7 @@ def statuses(reports: list[dict[str, Any]]) -> dict[str, str]:
     out: dict[str, str] = {}
     for report in reports:
         node, status = str(report.get("id", "")), status_of(report)
-        if status is not None and out.get(node) in (None, "PASSED"):
+        if status is not None and out.get(node) in (None, "PASSED", "XPASS"):
             out[node] = status
     return out
 
