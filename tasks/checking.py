@@ -56,7 +56,7 @@ from repogym.progress import Progress
 from repogym.sandbox.base import SandboxLost
 from repogym.sandbox.docker import DockerSandbox
 from repogym.sandbox.pool import SandboxPool
-from repogym.schema import Task
+from repogym.schema import Environment, Task
 from repogym.tasks.batches import Batches, Gate
 from repogym.tasks.coverage import CoverageMap
 from repogym.tasks.selective import (
@@ -75,9 +75,13 @@ from repogym.tasks.sources.leak import image_files, leak_guard
 from repogym.tasks.sources.pyast import module_name
 from repogym.tasks.sources.trace import record_cases
 from repogym.tasks.validate import (
+    SNAPSHOT,
+    collection_errors_said,
     derive_lists,
     error_reason,
+    left_out,
     run_problem,
+    uncollected,
 )
 
 PLUGIN = Path(__file__).with_name("coverage_plugin.py")
@@ -119,6 +123,14 @@ class Baseline:
     note: str = ""  # why there is no map, or why candidates go to their own images
     shared: bool = False  # the tests import the library from /testbed
     seconds: float = 0.0
+    # the environment every candidate of the image runs in, when it is not their own: the
+    # test files that fail to collect at the snapshot itself left out (``left_out``)
+    environment: Environment | None = None
+
+
+def _key(image_task: Task) -> tuple[str | None, ...]:
+    return (image_task.repo, image_task.base_commit, json.dumps(
+        image_task.environment.__dict__, sort_keys=True, default=list), image_task.source)
 
 
 @dataclass
@@ -214,6 +226,8 @@ class Checker:
         base = self.baseline(image_task(task))
         if base.problem:
             return None, base.problem, None
+        if base.environment is not None:
+            task = task.with_(environment=base.environment)
         if not base.shared:
             self.log(f"{task.instance_id}: checked in its own image ({base.note})")
             return (*self._full(task), None)
@@ -228,10 +242,8 @@ class Checker:
 
     def baseline(self, image_task: Task) -> Baseline:
         """The image's baseline, made once (other threads wait for it)."""
-        key = (image_task.repo, image_task.base_commit, json.dumps(
-            image_task.environment.__dict__, sort_keys=True, default=list), image_task.source)
         with self._lock:
-            slot = self._slots.setdefault(key, _Slot())
+            slot = self._slots.setdefault(_key(image_task), _Slot())
         with slot.lock:
             if slot.value is None:
                 start = time.monotonic()
@@ -242,6 +254,10 @@ class Checker:
                          f"{slot.value.seconds:.0f} s, "
                          f"{len(slot.value.coverage.tests) if slot.value.coverage else 0} tests "
                          f"mapped{'; ' + slot.value.note if slot.value.note else ''}")
+                if slot.value.environment is not None:  # its candidates' tasks find it too
+                    moved = image_task.with_(environment=slot.value.environment)
+                    with self._lock:
+                        self._slots.setdefault(_key(moved), slot)
             return slot.value
 
     def _make_baseline(self, image_task: Task) -> Baseline:
@@ -249,6 +265,21 @@ class Checker:
             image = ensure_image(image_task, progress=lambda _m: None).tag
         except RepogymError as exc:
             return Baseline("", problem=error_reason(exc))
+        base = self._measure(image_task, image)
+        broken = uncollected(base.runs) if runs_pytest(image_task.environment) else []
+        if not broken:
+            return base
+        # test files that do not collect at the snapshot, before any change (an sdist without
+        # the helpers they import): no run with them can resolve; the rest of the suite can
+        env = left_out(image_task.environment, broken)
+        why = collection_errors_said(base.runs[0], broken)
+        base = self._measure(image_task.with_(environment=env), image)
+        base.environment = env
+        base.note = "; ".join(filter(None, [why, base.note]))
+        return base
+
+    def _measure(self, image_task: Task, image: str) -> Baseline:
+        """The gold side's runs and the coverage map of ``image_task`` in ``image``."""
         base = Baseline(image)
         pytest = runs_pytest(image_task.environment)
         # the gold side's runs and the mapping run at once when there are workers for them
@@ -263,7 +294,7 @@ class Checker:
         except RepogymError as exc:
             base.problem = error_reason(exc)
             return base
-        base.problem = run_problem(base.runs, base.runs)
+        base.problem = run_problem(base.runs, base.runs, gold=SNAPSHOT)
         if base.problem:
             return base
         if not pytest:

@@ -41,8 +41,10 @@ class Candidate:
             return None, no_f2p_reason(self.base.runs[0])
         if affected is None or 2 * len(affected) >= every:
             self.c.count("candidates run in full (change reaches everywhere)")
-            return self.full(f"{len(affected) if affected else 'every'} of {every} tests "
-                             f"reached{': ' + self.change.everywhere if affected is None else ''}")
+            everywhere = self.change.everywhere if affected is None else ""
+            return self.full(f"{len(affected)} of {every} tests reached" if affected else
+                             f"all {every} tests may reach it" +
+                             (f": {everywhere}" if everywhere else ""))
         selected = sorted(affected | set(sample))
         # the confirming full run is the last of the ``runs`` runs of the selected tests
         runs = [self.run(selected) for _ in range(max(1, opts.runs - 1))]

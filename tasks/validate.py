@@ -8,15 +8,17 @@ from __future__ import annotations
 
 import math
 import re
+import shlex
 from collections import Counter
 from dataclasses import dataclass, field, replace
+from pathlib import Path
 
 from repogym.envs.grading.flags import Flag
 from repogym.envs.grading.grader import Grader, GraderConfig, GradingReport
 from repogym.envs.grading.testcmd import runs_pytest
 from repogym.errors import RepogymError, SetupFailed, SourceIncomplete
 from repogym.images.repository import ensure_image
-from repogym.schema import Task
+from repogym.schema import Environment, Task
 from repogym.tasks.played import Played, played
 from repogym.tls import explain_certificate
 
@@ -94,9 +96,10 @@ def error_reason(exc: RepogymError) -> str:
     return f"infrastructure: {explain_certificate(str(exc)) or str(exc).splitlines()[0][:200]}"
 
 
-def run_problem(before: list[GradingReport], after: list[GradingReport]) -> str | None:
+def run_problem(before: list[GradingReport], after: list[GradingReport],
+                gold: str = "with the gold patch") -> str | None:
     """Why runs without (``before``) and with the gold patch (``after``) cannot give a task's
-    lists, or None."""
+    lists, or None. ``gold`` names the gold side in the reason."""
     if not after[0].patch_applied:
         return "gold patch does not apply"
     if after[0].stripped:
@@ -109,14 +112,53 @@ def run_problem(before: list[GradingReport], after: list[GradingReport]) -> str 
             # test classes) does not build, the canaries with it, and every test there fails
             continue
         if not rep.valid:
-            side = "with the gold patch" if any(rep is a for a in after) else "without it"
+            side = gold if any(rep is a for a in after) else "without it"
             return invalid_reason(rep, side)
     for rep in after:  # a file that does not collect there: no run with it resolves
         if rep.collection_errors:
-            return (f"tests not collected with the gold patch ({seen(rep)}): "
+            return (f"tests not collected {gold} ({seen(rep)}): "
                     f"{', '.join(rep.collection_errors[:3])} fail to collect: "
                     f"{_last_lines(rep.log_tail)}")
     return None
+
+
+SNAPSHOT = "at the snapshot itself (every candidate's gold side)"
+
+
+def uncollected(runs: list[GradingReport]) -> list[str]:
+    """The test files that failed to collect in every one of ``runs`` (a snapshot's own runs,
+    no change applied) while tests elsewhere passed: files whose imports the project does not
+    provide (an sdist that leaves out its tests' helpers). Empty when the runs show another
+    problem, or when what fails is a conftest (every test depends on it)."""
+    if not runs or any(not rep.valid for rep in runs):
+        return []
+    if not any(s == "PASSED" for rep in runs for s in rep.statuses.values()):
+        return []
+    common = set.intersection(*(set(rep.collection_errors) for rep in runs))
+    if not all(f.endswith(".py") and Path(f).name != "conftest.py" for f in common):
+        return []
+    return sorted(common)
+
+
+def left_out(env: Environment, files: list[str]) -> Environment:
+    """``env`` with pytest told to leave ``files`` out of every run."""
+    options = " ".join(shlex.quote(f"--ignore={f}") for f in files)
+    return replace(env, test_cmd=f"{env.test_cmd} {options}")
+
+
+def collection_errors_said(rep: GradingReport, files: list[str]) -> str:
+    """What the snapshot's run said of the ``files`` that did not collect, on one line."""
+    first, where = "", ""
+    for line in rep.log_tail.splitlines():  # pytest's "_ ERROR collecting F _" sections
+        found = re.search(r"ERROR collecting (\S+)", line)
+        if found:
+            where = found.group(1) if found.group(1) in files else ""
+        elif where and line.startswith("E   "):
+            first = f"{where}: {line[4:].strip()}"
+            break
+    shown = ", ".join(files[:3]) + (f" and {len(files) - 3} more" if len(files) > 3 else "")
+    return (f"{len(files)} test file(s) fail to collect {SNAPSHOT} and are left out of its "
+            f"tasks' runs: {shown}" + (f" ({first[:200]})" if first else ""))
 
 
 def no_f2p_reason(after: GradingReport) -> str:

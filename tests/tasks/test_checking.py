@@ -250,3 +250,53 @@ def test_ids_numbered_in_a_sets_order_stay_the_same_between_runs(tmp_path: Path)
         kept, why = checker.derive(task)
     assert kept is not None, why
     assert len(kept.FAIL_TO_PASS) >= 10 and all("expected" in t for t in kept.FAIL_TO_PASS)
+
+
+# pycodestyle 2.15.0's sdist leaves out the ``testing/`` folder its tests import: 8 test files
+# did not collect at the snapshot, and every candidate was rejected ("tests not collected")
+UNSHIPPED = "from testing.support import ROOT\n\n\ndef test_root():\n    assert ROOT\n"
+# sqlparse 0.6.1's test_issue484_comments_and_newlines: marked xfail, and it passes
+XPASS = textwrap.dedent('''\
+
+
+    @pytest.mark.xfail(reason="hyphens are not handled yet")
+    def test_initials_hyphen():
+        assert initials("jean-paul sartre") == "JS"
+    ''')
+
+
+def test_files_that_do_not_collect_at_the_snapshot_are_left_out_and_xpass_is_no_pass(
+        tmp_path: Path) -> None:
+    """A test file that fails to collect before any change no longer rejects every candidate:
+    the baseline leaves it out of the tasks' test command and says so. A test marked xfail
+    that passes is in neither list: before, the reporter called it PASSED, the log's parser
+    left it out, and every grade of a task listing it failed as the sources disagreed (sqlparse:
+    the gold played as an agent's diff did not resolve any of 5 kept tasks)."""
+    from repogym.envs.grading.grader import Grader, GraderConfig
+    from repogym.images.repository import ensure_image
+
+    root = _project(tmp_path / "shapes", "shapes")
+    (root / "tests" / "test_support.py").write_text(UNSHIPPED)
+    text = root / "tests" / "test_text.py"  # beside listed tests: every grade runs it
+    text.write_text("import pytest\n" + text.read_text() + XPASS)
+    work = WorkRepo.create(root, tmp_path / "work")
+    synthetic = SyntheticSource(work, SyntheticOptions(work.path), SourceOptions(seed=2), ENV,
+                                derive=lambda t: (t, ""), log=lambda _m: None)
+    made = [t for t in synthetic.candidates() if isinstance(t, Task)]
+    task = next(t for t in made if "shapes/text.py" in t.patch and "initials" in t.patch)
+    with Checker(CheckOptions(runs=1, workers=1)) as checker:
+        kept, why = checker.derive(task)
+        base = checker.baseline(task.with_(base_commit=work.head, patch=""))
+    assert kept is not None, why
+    assert "tests/test_support.py" in base.note and "No module named 'testing'" in base.note
+    assert "--ignore=tests/test_support.py" in kept.environment.test_cmd
+    hyphen = "tests/test_text.py::test_initials_hyphen"
+    assert hyphen not in kept.FAIL_TO_PASS + kept.PASS_TO_PASS
+    assert any(t.startswith("tests/test_text.py::test_initials") for t in kept.FAIL_TO_PASS)
+    grader = Grader(GraderConfig(timeout=120, cleanup_async=False), seed=4)
+    image = ensure_image(kept, progress=lambda _m: None).tag
+    gold = grader.grade(kept, kept.patch, image)  # every defence on, the disguise too
+    assert gold.valid and gold.resolved, gold.invalid_reasons
+    assert gold.statuses.get(hyphen) == "XPASS"
+    empty = grader.grade(kept, "", image)
+    assert empty.valid and not empty.resolved, empty.invalid_reasons
