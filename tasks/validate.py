@@ -90,7 +90,7 @@ NO_F2P = "no test fails before the patch and passes after it"
 def error_reason(exc: RepogymError) -> str:
     """A candidate's rejection for an error while building or running its tests."""
     if isinstance(exc, SetupFailed):
-        return f"setup fails on this snapshot: {_last_lines(str(exc))}"
+        return f"setup fails on this snapshot: {setup_error(str(exc))}"
     if isinstance(exc, SourceIncomplete):
         return str(exc)
     return f"infrastructure: {explain_certificate(str(exc)) or str(exc).splitlines()[0][:200]}"
@@ -218,6 +218,20 @@ def invalid_reason(rep: GradingReport, side: str) -> str:
     return f"invalid run {side} ({seen(rep)}): {'; '.join(rep.invalid_reasons)[:300]}"
 
 
+_SUBPROCESS_OUTPUT = re.compile(r"\[\d+ lines? of output\]\n(.*?)\[end of output\]", re.S)
+
+
+def setup_error(text: str) -> str:
+    """A failed build's cause on one line. pip ends with its own lines ("ERROR: Failed to
+    build ...", "note: This error originates from a subprocess"); what the build backend said
+    (``error in isodate setup command: use_2to3 is invalid.``) is in the block before them."""
+    blocks = _SUBPROCESS_OUTPUT.findall(text)
+    said = [line.strip() for line in blocks[-1].splitlines() if line.strip()] if blocks else []
+    if not said or explain_certificate(text):
+        return _last_lines(text)
+    return f"{_last_lines(text, 1)}: " + " | ".join(said[-3:])[:300]
+
+
 def _last_lines(text: str, n: int = 3) -> str:
     """The end of a build log, where the error is, on one line; a certificate that could not
     be verified is said whole, with what to do (it is often above the last lines, and cut)."""
@@ -258,7 +272,7 @@ def validate_task(task: Task, runs: int = 2, grader: Grader | None = None) -> Va
             gold += _grade(task, diff.diff, CONFIRM, grader)
         empty = _grade(task, "", runs, grader)
     except SetupFailed as exc:
-        return Validation(task.instance_id, False, f"setup fails: {_last_lines(str(exc))}", [],
+        return Validation(task.instance_id, False, f"setup fails: {setup_error(str(exc))}", [],
                           [], [], time.monotonic() - start)
     except RepogymError as exc:
         return Validation(

@@ -61,3 +61,32 @@ def test_a_suite_whose_every_test_errors_is_named_for_it() -> None:
     assert reason.startswith("every test errors without it, the canaries too (48 skipped, "
                              "1721 errors in 36.66s; exit status 1)")
     assert "C extension not loaded" in reason
+
+
+# isodate's history: a 2015 setup.py that today's setuptools refuses
+PIP_BUILD = """building repogym/repo:isodate-1 failed (1); its output ends:
+  Getting requirements to build editable: finished with status 'error'
+  error: subprocess-exited-with-error
+
+  × Getting requirements to build editable did not run successfully.
+  │ exit code: 1
+  ╰─> [1 lines of output]
+      error in isodate setup command: use_2to3 is invalid.
+      [end of output]
+
+  note: This error originates from a subprocess, and is likely not a problem with pip.
+ERROR: Failed to build 'file:///testbed' when getting requirements to build editable
+"""
+
+
+def test_a_failed_build_is_said_with_what_the_build_backend_printed() -> None:
+    """pip's own last lines say only that a subprocess failed; the reason names the cause."""
+    from repogym.errors import SetupFailed
+    from repogym.tasks.validate import error_reason
+
+    reason = error_reason(SetupFailed(PIP_BUILD))
+    assert reason.startswith("setup fails on this snapshot: ERROR: Failed to build")
+    assert reason.endswith("error in isodate setup command: use_2to3 is invalid.")
+    plain = error_reason(SetupFailed("its output ends:\nE: Unable to locate package foo"))
+    assert plain == "setup fails on this snapshot: its output ends: | E: Unable to locate " \
+                    "package foo"
