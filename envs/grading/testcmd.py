@@ -162,12 +162,22 @@ def failing_ids(task: Task) -> list[str]:
     return ids if usable else []
 
 
+# what a test patch changes that is data its tests read, not a test file to name (as swebench's
+# harness leaves these out of a run's test directives)
+DATA_FILES = (".json", ".png", ".csv", ".txt", ".md", ".jpg", ".jpeg", ".pkl", ".yml", ".yaml",
+              ".toml")
+
+
 def test_files(task: Task) -> list[str]:
-    """The test files a grading run names on the test command's line."""
+    """The test files a grading run names on the test command's line; none (the whole suite)
+    when a test patch changes only data its tests read (jmespath's history: compliance cases
+    in ``tests/compliance/*.json``, read by ``tests/test_compliance.py``; named, the JSON file
+    alone was given to pytest, which collected nothing)."""
     env = task.environment
     files = list(env.test_files) or header_paths(task.test_patch)
     if runs_pytest(env):
         for test_id in (*task.FAIL_TO_PASS, *task.PASS_TO_PASS):
             files.append(test_id.split("::")[0])
-        files = [f for f in files if f.endswith(".py")] or files
+        files = [f for f in files if f.endswith(".py")] or [
+            f for f in files if not f.lower().endswith(DATA_FILES)]
     return sorted(dict.fromkeys(files))

@@ -121,6 +121,42 @@ def test_a_source_that_lacks_a_test_claims_no_pass() -> None:
     assert disagreements({}, {"t.py::b": "PASSED"}, ["t.py::b"]) == ["t.py::b"]
 
 
+def test_an_unexpected_pass_is_no_pass_and_no_source_contradicts_it() -> None:
+    """sqlparse 0.6.1: the reporter called a passing xfail test PASSED, the log's parser had no
+    line for it, and every grade of a task listing it was invalid."""
+    from repogym.envs.grading.reporter import status_of, statuses
+
+    xpass = {"id": "t.py::x", "w": "call", "o": "passed", "x": True}
+    assert status_of(xpass) == "XPASS"
+    assert status_of({**xpass, "x": False}) == "PASSED"
+    teardown = {"id": "t.py::x", "w": "teardown", "o": "failed"}
+    assert statuses([xpass, teardown]) == {"t.py::x": "ERROR"}
+    # JUnit writes it as a pass, swebench's parser leaves it out: neither disagrees
+    assert disagreements({"t.py::x": "XPASS"}, {"t.py::x": "PASSED"}, ["t.py::x"]) == []
+    assert disagreements({"t.py::x": "XPASS"}, {}, ["t.py::x"]) == []
+    # a pass the log does not hold still disagrees
+    assert disagreements({"t.py::x": "PASSED"}, {}, ["t.py::x"]) == ["t.py::x"]
+
+
+def test_a_test_patch_of_data_alone_names_no_file() -> None:
+    """jmespath's history: commits whose tests are cases in ``tests/compliance/*.json``. Named,
+    the JSON file was all pytest was given ("collected 0 items"); SWE-bench leaves such files
+    out of the test directives. The listed tests' modules are named once there are lists."""
+    from repogym.envs.grading.testcmd import test_files
+    from repogym.schema import Task
+
+    data = ("diff --git a/tests/compliance/filters.json b/tests/compliance/filters.json\n"
+            "--- a/tests/compliance/filters.json\n+++ b/tests/compliance/filters.json\n"
+            "@@ -1 +1 @@\n-[]\n+[1]\n")
+    task = Task(instance_id="j", repo="j", base_commit="0" * 40, problem_statement="",
+                patch="", test_patch=data)
+    assert test_files(task) == []
+    listed = task.with_(FAIL_TO_PASS=("tests/test_compliance.py::test_case[1]",))
+    assert test_files(listed) == ["tests/test_compliance.py"]
+    doctest = data.replace("compliance/filters.json", "guide.rst")
+    assert test_files(task.with_(test_patch=doctest)) == ["tests/guide.rst"]
+
+
 def test_parsers_are_pytest_by_what_they_read() -> None:
     pytest_like = {k for k in PARSER_REGISTRY if reads_pytest_output(k)}
     assert {"parse_log_pytest", "parse_log_flask", "parse_log_requests", "parse_log_astropy",
