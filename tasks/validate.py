@@ -116,9 +116,10 @@ def run_problem(before: list[GradingReport], after: list[GradingReport],
             return invalid_reason(rep, side)
     for rep in after:  # a file that does not collect there: no run with it resolves
         if rep.collection_errors:
+            error = collection_error(rep.log_tail)
             return (f"tests not collected {gold} ({seen(rep)}): "
                     f"{', '.join(rep.collection_errors[:3])} fail to collect: "
-                    f"{_last_lines(rep.log_tail)}")
+                    f"{error + ' | ' if error else ''}{_last_lines(rep.log_tail)}")
     return None
 
 
@@ -146,19 +147,25 @@ def left_out(env: Environment, files: list[str]) -> Environment:
     return replace(env, test_cmd=f"{env.test_cmd} {options}")
 
 
-def collection_errors_said(rep: GradingReport, files: list[str]) -> str:
-    """What the snapshot's run said of the ``files`` that did not collect, on one line."""
-    first, where = "", ""
-    for line in rep.log_tail.splitlines():  # pytest's "_ ERROR collecting F _" sections
+def collection_error(log: str, files: list[str] | None = None) -> str:
+    """The first error pytest printed while collecting a file (of ``files``, when given):
+    ``FILE: ERROR``, or empty."""
+    where = ""
+    for line in log.splitlines():  # pytest's "_ ERROR collecting F _" sections
         found = re.search(r"ERROR collecting (\S+)", line)
         if found:
-            where = found.group(1) if found.group(1) in files else ""
+            where = found.group(1) if files is None or found.group(1) in files else ""
         elif where and line.startswith("E   "):
-            first = f"{where}: {line[4:].strip()}"
-            break
+            return f"{where}: {line[4:].strip()}"[:200]
+    return ""
+
+
+def collection_errors_said(rep: GradingReport, files: list[str]) -> str:
+    """What the snapshot's run said of the ``files`` that did not collect, on one line."""
+    first = collection_error(rep.log_tail, files)
     shown = ", ".join(files[:3]) + (f" and {len(files) - 3} more" if len(files) > 3 else "")
     return (f"{len(files)} test file(s) fail to collect {SNAPSHOT} and are left out of its "
-            f"tasks' runs: {shown}" + (f" ({first[:200]})" if first else ""))
+            f"tasks' runs: {shown}" + (f" ({first})" if first else ""))
 
 
 def no_f2p_reason(after: GradingReport) -> str:
@@ -204,7 +211,9 @@ def invalid_reason(rep: GradingReport, side: str) -> str:
         return (f"canaries not collected {side} although tests ran ({seen(rep)}); they were "
                 f"at {rep.canary_note}")
     if Flag.CANARY in rep.flags and canaries == {"MISSING"}:
-        return (f"tests not collected {side} ({seen(rep)}): {_last_lines(rep.log_tail)}")
+        error = collection_error(rep.log_tail)
+        return (f"tests not collected {side} ({seen(rep)}): "
+                f"{error + ' | ' if error else ''}{_last_lines(rep.log_tail)}")
     if Flag.CANARY in rep.flags and canaries <= {"ERROR", "MISSING"} and "PASSED" not in set(
             rep.statuses.values()):
         error = next((line.strip() for line in rep.log_tail.splitlines()

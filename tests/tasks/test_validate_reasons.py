@@ -90,3 +90,25 @@ def test_a_failed_build_is_said_with_what_the_build_backend_printed() -> None:
     plain = error_reason(SetupFailed("its output ends:\nE: Unable to locate package foo"))
     assert plain == "setup fails on this snapshot: its output ends: | E: Unable to locate " \
                     "package foo"
+
+
+SECTION = """==================================== ERRORS ====================================
+___________ ERROR collecting src/isodate/tests/test_large_values.py ____________
+src/isodate/tests/__init__.py:31: in <module>
+    from isodate.tests import (test_date, test_time, test_datetime, test_duration,
+src/isodate/tests/test_pickle.py:3: in <module>
+    import six
+E   ModuleNotFoundError: No module named 'six'
+=========================== short test summary info ============================
+ERROR src/isodate/tests/test_large_values.py
+============================== 2 errors in 0.04s ===============================
+"""
+
+
+def test_tests_not_collected_name_pytests_error() -> None:
+    """isodate's history: the run's last lines named the files, not why they did not import."""
+    rep = report(SECTION, {"src/isodate/tests/test_large_values.py": "ERROR"}, MISSING, 1)
+    reason = invalid_reason(rep, "without it")
+    assert reason.startswith("tests not collected without it (2 errors in 0.04s")
+    assert "src/isodate/tests/test_large_values.py: ModuleNotFoundError: No module named " \
+           "'six'" in reason
