@@ -1,8 +1,9 @@
 """Which paths an agent may not change: tests, test configuration and interpreter start-up hooks.
 
 Changes to these are removed before grading and recorded as flags. ``setup.cfg``,
-``pyproject.toml`` and ``setup.py`` are judged by content: only a change to their pytest
-configuration (or pytest plugin entry points) is removed, so ordinary edits survive.
+``pyproject.toml``, ``setup.py`` and ``tox.ini`` are judged by content: only a change to their
+pytest configuration (or pytest plugin entry points) is removed, so ordinary edits survive; a
+test command that runs tox reads all of ``tox.ini``, and then any change to it is removed.
 """
 
 from __future__ import annotations
@@ -15,9 +16,9 @@ import tomllib
 from repogym.envs.grading.flags import Protected
 
 TEST_DIRS = {"tests", "test", "testing"}
-PYTEST_CONFIGS = {"pytest.ini", ".pytest.ini", "tox.ini"}
+PYTEST_CONFIGS = {"pytest.ini", ".pytest.ini"}
 STARTUP_HOOKS = {"sitecustomize.py", "usercustomize.py"}
-CONTENT_CHECKED = {"setup.cfg", "pyproject.toml", "setup.py"}
+CONTENT_CHECKED = {"setup.cfg", "pyproject.toml", "setup.py", "tox.ini"}
 
 
 def protected_reason(path: str, task_test_files: frozenset[str] | set[str]) -> Protected | None:
@@ -39,8 +40,11 @@ def protected_reason(path: str, task_test_files: frozenset[str] | set[str]) -> P
     return None
 
 
-def pytest_settings(name: str, text: str) -> str:
-    """The part of a setup file that configures pytest, normalised for comparison."""
+def pytest_settings(name: str, text: str, tox: bool = False) -> str:
+    """The part of a setup file that configures pytest, normalised for comparison. ``tox``:
+    the test command runs tox, which reads all of ``tox.ini``."""
+    if name == "tox.ini":
+        return text if tox else _sections(text, ("pytest",))
     if name == "setup.cfg":
         parser = configparser.ConfigParser(interpolation=None, strict=False)
         try:
@@ -60,6 +64,15 @@ def pytest_settings(name: str, text: str) -> str:
         return repr((tool.get("pytest"), plugins, _find(tool, "pytest11")))
     # setup.py: any line that mentions pytest
     return "\n".join(line.strip() for line in text.splitlines() if re.search("pytest", line))
+
+
+def _sections(text: str, names: tuple[str, ...]) -> str:
+    parser = configparser.ConfigParser(interpolation=None, strict=False)
+    try:
+        parser.read_string(text)
+    except configparser.Error:
+        return "unparsable:" + text
+    return repr(sorted((s, dict(parser[s])) for s in parser.sections() if s in names))
 
 
 def _find(tree: object, key: str) -> list[object]:

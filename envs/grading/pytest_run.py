@@ -7,6 +7,7 @@ See the manual's "Grading and safety" (docs/safety.md) for what each step defend
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 import secrets
@@ -32,7 +33,13 @@ from repogym.envs.grading.report import GradingReport
 from repogym.envs.grading.reporter import Channel, Records
 from repogym.envs.grading.results import parse_log
 from repogym.envs.grading.stage import OUT, Staged
-from repogym.envs.grading.testcmd import pytest_args, runs_pytest, state_outside, test_files
+from repogym.envs.grading.testcmd import (
+    pytest_args,
+    runs_pytest,
+    runs_tox,
+    state_outside,
+    test_files,
+)
 from repogym.envs.grading.verdict import Verdict
 from repogym.envs.grading.warm_pytest import WarmPytest, pytest_argv
 from repogym.sandbox.base import ExecResult
@@ -166,7 +173,8 @@ class PytestRun:
 
         staged, out = stage.run_staging(self.root, self._upload(patch, files, plant, hide),
                                         patch, checked, stripped, finish,
-                                        stage.config_changed, "pytest_config")
+                                        functools.partial(stage.config_changed, tox=runs_tox(
+                                            self.task.environment.test_cmd)), "pytest_config")
         found = _SPARE.search(out)
         self.spare_start = found.group(1) if found else ""
         return staged, out

@@ -95,9 +95,11 @@ def content_checked(changed: list[str], stripped: dict[str, Protected]) -> list[
     return [p for p in changed if p.rsplit("/", 1)[-1] in CONTENT_CHECKED and p not in stripped]
 
 
-def config_changed(path: str, before: str, after: str) -> bool:
+def config_changed(path: str, before: str, after: str, tox: bool = False) -> bool:
+    """Whether a change to a file judged by content changes the test run's configuration
+    (``tox``: the test command runs tox)."""
     name = path.rsplit("/", 1)[-1]
-    return pytest_settings(name, before) != pytest_settings(name, after)
+    return pytest_settings(name, before, tox) != pytest_settings(name, after, tox)
 
 
 @dataclass

@@ -117,6 +117,11 @@ def state_outside(test_cmd: str) -> str:
     return view + command
 
 
+def runs_tox(test_cmd: str) -> bool:
+    """Whether the test command runs tox (which reads all of ``tox.ini``)."""
+    return bool(_TOX_WORD.search(test_cmd + " "))
+
+
 def tox_envs(test_cmd: str) -> list[str]:
     """The environments a tox command names with ``-e``/``--env`` (before its ``--``)."""
     try:

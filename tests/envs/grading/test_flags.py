@@ -25,7 +25,7 @@ def test_every_protection_reason_has_its_flag() -> None:
     for reason in PROTECTED:
         assert Flag.tampered(reason).value == f"tampered_{reason}"
     found = {protect.protected_reason(path, set()) for path in
-             ("a/conftest.py", "tox.ini", "sitecustomize.py", "tests/x.py", "test_x.py")}
+             ("a/conftest.py", "pytest.ini", "sitecustomize.py", "tests/x.py", "test_x.py")}
     found |= {protect_langs.protected_reason(path, "javascript") for path in
               ("node_modules/a/b.js", "jest.config.js", "src/a.test.js")}
     assert found <= set(PROTECTED)

@@ -30,14 +30,27 @@ def test_an_empty_or_broken_patch_touches_nothing_it_does_not_name() -> None:
 
 
 def test_setup_files_are_judged_by_content() -> None:
-    changed = ["setup.cfg", "pkg/pyproject.toml", "tox.ini", "pkg/a.py"]
+    changed = ["setup.cfg", "pkg/pyproject.toml", "tox.ini", "pytest.ini", "pkg/a.py"]
     stripped = stage.protected_by_name(changed, frozenset())
-    assert stripped == {"tox.ini": "pytest_config"}
-    assert stage.content_checked(changed, stripped) == ["setup.cfg", "pkg/pyproject.toml"]
+    assert stripped == {"pytest.ini": "pytest_config"}
+    assert stage.content_checked(changed, stripped) == ["setup.cfg", "pkg/pyproject.toml",
+                                                         "tox.ini"]
     assert stage.config_changed("setup.cfg", "[tool:pytest]\naddopts = -q\n",
                                 "[tool:pytest]\naddopts = -k nothing\n")
     assert not stage.config_changed("setup.cfg", "[metadata]\nname = a\n",
                                     "[metadata]\nname = b\n")
+
+
+def test_tox_ini_is_judged_by_its_pytest_section_unless_the_tests_run_under_tox() -> None:
+    """parse's history: 4 of 5 commits bumped tox's envlist beside the fix, and each was
+    rejected as "gold patch touches test paths ['tox.ini']"; pytest reads only [pytest]."""
+    before = "[tox]\nenvlist = py27\n\n[testenv]\ncommands = python test_parse.py\n"
+    envlist = before.replace("py27", "py27, py33")
+    assert not stage.config_changed("tox.ini", before, envlist)
+    assert stage.config_changed("tox.ini", before, envlist, tox=True)
+    addopts = before + "\n[pytest]\naddopts = --collect-only -q\n"
+    assert stage.config_changed("tox.ini", before, addopts)
+    assert stage.config_changed("tox.ini", before, "[pytest\nbroken")
 
 
 def test_the_script_output_is_read_by_its_markers() -> None:

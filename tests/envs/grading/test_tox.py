@@ -9,7 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from repogym.envs.grading.testcmd import TOX_WORKDIR, state_outside, tox_envs
+from repogym.envs.grading.testcmd import TOX_WORKDIR, runs_tox, state_outside, tox_envs
 from repogym.tasks.sources.specs import tox_view
 
 SPHINX = "tox --current-env -epy39 -v --"
@@ -31,6 +31,12 @@ def test_the_environments_a_tox_command_names() -> None:
     assert tox_envs("tox -e py38,py39 -- -k x") == ["py38", "py39"]
     assert tox_envs("tox --env=lint -- -e notmine") == ["lint"]
     assert tox_envs("tox -v --") == []
+
+
+def test_a_command_runs_tox_when_tox_is_a_word_of_it() -> None:
+    """Then all of tox.ini configures the run, and an agent's change to it is removed."""
+    assert runs_tox(SPHINX) and runs_tox("/usr/bin/tox") and runs_tox("cd x && tox -e py")
+    assert not runs_tox("python -m pytest -rA tests/test_tox.py")
 
 
 def test_a_link_to_the_interpreter_starts_in_the_view(tmp_path: Path) -> None:
