@@ -312,8 +312,14 @@ def _setup_commands(tree: TreeView, files: set[str], pyproject: dict[str, Any],
         commands.append(f"for p in {' '.join(shlex.quote(g) for g in guessed)}; do {pip} -q "
                         '"$p" || echo "repogym: $p (imported by the tests) did not install"; '
                         "done")
-    commands.append(f"{pip} pytest")
+    # the harness's plugin needs pytest 4.6 (harness_plugin.py): a project's older pin (funcy's
+    # history: pytest==2.4.2 in test_requirements.txt, "pytest has no attribute hookimpl" in
+    # every run) is upgraded, as pip says in the build's log
+    commands.append(f"{pip} {shlex.quote(HARNESS_PYTEST)}")
     return commands
+
+
+HARNESS_PYTEST = "pytest>=4.6"
 
 
 def _with_fallback(module: ast.AST) -> set[int]:

@@ -39,7 +39,7 @@ def test_pyproject_with_test_extra_and_plugins(tmp_path: Path) -> None:
     assert env.test_cmd == "python -m pytest -rA" and env.log_parser == "pytest"
     assert env.setup == ("python -m pip install -e '.[test]'",
                          "python -m pip install pytest-cov pytest-asyncio",
-                         "python -m pip install pytest")
+                         "python -m pip install 'pytest>=4.6'")
 
 
 def test_setup_cfg_and_setup_py_extras_and_requirement_files(tmp_path: Path) -> None:
@@ -67,7 +67,7 @@ def test_setup_cfg_and_setup_py_extras_and_requirement_files(tmp_path: Path) -> 
         "python -m pip install -r requirements-test.txt",
         "python -m pip install -r requirements/dev.txt",
         "python -m pip install mock pytest-mock pytest-xdist",
-        "python -m pip install pytest",
+        "python -m pip install 'pytest>=4.6'",
     )
 
 
@@ -78,7 +78,19 @@ def test_unpackaged_repository_uses_requirements(tmp_path: Path) -> None:
         "test_app.py": "def test_app(): pass\n",
     }))
     assert env.setup == ("python -m pip install -r requirements.txt",
-                         "python -m pip install pytest")
+                         "python -m pip install 'pytest>=4.6'")
+
+
+def test_a_pytest_older_than_the_harness_is_upgraded_after_the_pins(tmp_path: Path) -> None:
+    """funcy's history pins pytest==2.4.2, which has no ``pytest.hookimpl``: every run of the
+    harness's plugin failed ("tests not collected"). The last command asks for 4.6 or later."""
+    env = detect_environment(tree(tmp_path, {
+        "setup.py": "from setuptools import setup\nsetup(name='funcy')\n",
+        "test_requirements.txt": "py==1.4.17\npytest==2.4.2\nwhatever==0.4.1\n",
+        "tests/test_colls.py": "def test_a(): pass\n",
+    }))
+    assert env.setup[-2:] == ("python -m pip install -r test_requirements.txt",
+                              "python -m pip install 'pytest>=4.6'")
 
 
 def test_newest_python_only_when_required(tmp_path: Path) -> None:
@@ -173,9 +185,11 @@ def test_what_the_tests_import_and_nothing_declares_is_installed_on_a_guess(
     }))
     guess = ('for p in PyYAML hypothesis hypothesmith jaraco.path; do python -m pip install -q '
              '"$p" || echo "repogym: $p (imported by the tests) did not install"; done')
-    assert env.setup == ("python -m pip install -e .", guess, "python -m pip install pytest")
+    assert env.setup == ("python -m pip install -e .", guess,
+                         "python -m pip install 'pytest>=4.6'")
     # a guess is not a requirement the build's check holds the image to
-    assert [r["requirement"] for r in pip_requests(env.setup)["requirements"]] == ["pytest"]
+    assert [r["requirement"] for r in pip_requests(env.setup)["requirements"]] == [
+        "pytest>=4.6"]
 
 
 def test_test_files_discovery_would_miss_are_named_in_the_command(tmp_path: Path) -> None:
