@@ -87,6 +87,11 @@ def header_paths(patch: str) -> list[str]:
     return sorted({p for p in paths if p and p != "/dev/null"})
 
 
+def deleted_paths(patch: str) -> set[str]:
+    """The paths a git diff deletes (its ``--- a/PATH`` followed by ``+++ /dev/null``)."""
+    return set(re.findall(r"^--- a/(.+?)\t?\n\+\+\+ /dev/null$", patch, re.M))
+
+
 def protected_by_name(changed: list[str], test_files: frozenset[str]) -> dict[str, Protected]:
     return {p: r for p in changed if (r := protected_reason(p, test_files))}
 

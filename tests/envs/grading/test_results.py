@@ -157,6 +157,23 @@ def test_a_test_patch_of_data_alone_names_no_file() -> None:
     assert test_files(task.with_(test_patch=doctest)) == ["tests/guide.rst"]
 
 
+def test_a_test_file_the_test_patch_deletes_is_not_named() -> None:
+    """blinker's history: a commit that removes tests/_test_async.py; named, pytest stopped
+    ("file or directory not found", exit status 4) and the candidate was rejected."""
+    from repogym.envs.grading.testcmd import test_files
+    from repogym.schema import Task
+
+    patch = ("diff --git a/tests/_test_async.py b/tests/_test_async.py\n"
+             "deleted file mode 100644\n--- a/tests/_test_async.py\n+++ /dev/null\n"
+             "@@ -1 +0,0 @@\n-import asyncio\n"
+             "diff --git a/tests/test_signals.py b/tests/test_signals.py\n"
+             "--- a/tests/test_signals.py\n+++ b/tests/test_signals.py\n"
+             "@@ -1 +1 @@\n-a = 1\n+a = 2\n")
+    task = Task(instance_id="b", repo="b", base_commit="0" * 40, problem_statement="",
+                patch="", test_patch=patch)
+    assert test_files(task) == ["tests/test_signals.py"]
+
+
 def test_parsers_are_pytest_by_what_they_read() -> None:
     pytest_like = {k for k in PARSER_REGISTRY if reads_pytest_output(k)}
     assert {"parse_log_pytest", "parse_log_flask", "parse_log_requests", "parse_log_astropy",
