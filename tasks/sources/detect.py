@@ -314,12 +314,25 @@ def _setup_commands(tree: TreeView, files: set[str], pyproject: dict[str, Any],
                         "done")
     # the harness's plugin needs pytest 4.6 (harness_plugin.py): a project's older pin (funcy's
     # history: pytest==2.4.2 in test_requirements.txt, "pytest has no attribute hookimpl" in
-    # every run) is upgraded, as pip says in the build's log
-    commands.append(f"{pip} {shlex.quote(HARNESS_PYTEST)}")
+    # every run) is upgraded, as pip says in the build's log; so is the pin of `py`, the old
+    # pytest's library, which a newer pytest would still use (py 1.4.17: INTERNALERROR)
+    upgrades = [HARNESS_PYTEST, *([HARNESS_PY] if _pins_py(tree, files) else [])]
+    commands.append(f"{pip} " + " ".join(shlex.quote(u) for u in upgrades))
     return commands
 
 
+def _pins_py(tree: TreeView, files: set[str]) -> bool:
+    """Whether a requirements file of the project pins ``py`` to a version."""
+    for path in sorted(files):
+        if path == "requirements.txt" or TEST_REQUIREMENTS.match(path):
+            text = tree.read_text(path) or ""
+            if re.search(r"^\s*py\s*(==|<|~=)", text, re.M | re.I):
+                return True
+    return False
+
+
 HARNESS_PYTEST = "pytest>=4.6"
+HARNESS_PY = "py>=1.11"
 
 
 def _with_fallback(module: ast.AST) -> set[int]:

@@ -83,14 +83,15 @@ def test_unpackaged_repository_uses_requirements(tmp_path: Path) -> None:
 
 def test_a_pytest_older_than_the_harness_is_upgraded_after_the_pins(tmp_path: Path) -> None:
     """funcy's history pins pytest==2.4.2, which has no ``pytest.hookimpl``: every run of the
-    harness's plugin failed ("tests not collected"). The last command asks for 4.6 or later."""
+    harness's plugin failed ("tests not collected"). The last command asks for 4.6 or later, and
+    for a ``py`` that pytest can use in place of the pinned 1.4.17 (else INTERNALERROR)."""
     env = detect_environment(tree(tmp_path, {
         "setup.py": "from setuptools import setup\nsetup(name='funcy')\n",
         "test_requirements.txt": "py==1.4.17\npytest==2.4.2\nwhatever==0.4.1\n",
         "tests/test_colls.py": "def test_a(): pass\n",
     }))
     assert env.setup[-2:] == ("python -m pip install -r test_requirements.txt",
-                              "python -m pip install 'pytest>=4.6'")
+                              "python -m pip install 'pytest>=4.6' 'py>=1.11'")
 
 
 def test_newest_python_only_when_required(tmp_path: Path) -> None:
