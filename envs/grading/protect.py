@@ -43,8 +43,9 @@ def protected_reason(path: str, task_test_files: frozenset[str] | set[str]) -> P
 def pytest_settings(name: str, text: str, tox: bool = False) -> str:
     """The part of a setup file that configures pytest, normalised for comparison. ``tox``:
     the test command runs tox, which reads all of ``tox.ini``."""
-    if name == "tox.ini":
-        return text if tox else _sections(text, ("pytest",))
+    if name == "tox.ini":  # and every line that names pytest, however its section is spelt
+        return text if tox else _sections(text, ("pytest",)) + "\n" + "\n".join(
+            line.strip() for line in text.splitlines() if "pytest" in line.lower())
     if name == "setup.cfg":
         parser = configparser.ConfigParser(interpolation=None, strict=False)
         try:

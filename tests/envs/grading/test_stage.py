@@ -51,6 +51,8 @@ def test_tox_ini_is_judged_by_its_pytest_section_unless_the_tests_run_under_tox(
     addopts = before + "\n[pytest]\naddopts = --collect-only -q\n"
     assert stage.config_changed("tox.ini", before, addopts)
     assert stage.config_changed("tox.ini", before, "[pytest\nbroken")
+    # however the section is spelt, a line that names pytest is configuration
+    assert stage.config_changed("tox.ini", before, before + "\n[ PyTest ]\naddopts = -x\n")
 
 
 def test_the_script_output_is_read_by_its_markers() -> None:
