@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import configparser
 import fnmatch
-import re
 import tomllib
+from collections.abc import Callable
 
 from repogym.envs.grading.flags import Protected
 
@@ -44,17 +44,11 @@ def pytest_settings(name: str, text: str, tox: bool = False) -> str:
     """The part of a setup file that configures pytest, normalised for comparison. ``tox``:
     the test command runs tox, which reads all of ``tox.ini``."""
     if name == "tox.ini":  # and every line that names pytest, however its section is spelt
-        return text if tox else _sections(text, ("pytest",)) + "\n" + "\n".join(
-            line.strip() for line in text.splitlines() if "pytest" in line.lower())
+        return text if tox else _sections(text, lambda s, _v: s == "pytest") + "\n" + \
+            _pytest_lines(text)
     if name == "setup.cfg":
-        parser = configparser.ConfigParser(interpolation=None, strict=False)
-        try:
-            parser.read_string(text)
-        except configparser.Error:
-            return "unparsable:" + text
-        keep = {s: dict(parser[s]) for s in parser.sections()
-                if s in ("tool:pytest", "pytest") or "pytest11" in str(dict(parser[s]))}
-        return repr(sorted(keep.items()))
+        return _sections(text, lambda s, values: s in ("tool:pytest", "pytest")
+                         or "pytest11" in str(values))
     if name == "pyproject.toml":
         try:
             data = tomllib.loads(text)
@@ -64,16 +58,22 @@ def pytest_settings(name: str, text: str, tox: bool = False) -> str:
         plugins = data.get("project", {}).get("entry-points", {}).get("pytest11")
         return repr((tool.get("pytest"), plugins, _find(tool, "pytest11")))
     # setup.py: any line that mentions pytest
-    return "\n".join(line.strip() for line in text.splitlines() if re.search("pytest", line))
+    return _pytest_lines(text)
 
 
-def _sections(text: str, names: tuple[str, ...]) -> str:
+def _pytest_lines(text: str) -> str:
+    return "\n".join(line.strip() for line in text.splitlines() if "pytest" in line.lower())
+
+
+def _sections(text: str, keep: Callable[[str, dict[str, str]], bool]) -> str:
+    """The ini file's sections ``keep`` picks (by name and values), normalised."""
     parser = configparser.ConfigParser(interpolation=None, strict=False)
     try:
         parser.read_string(text)
     except configparser.Error:
         return "unparsable:" + text
-    return repr(sorted((s, dict(parser[s])) for s in parser.sections() if s in names))
+    return repr(sorted((s, dict(parser[s])) for s in parser.sections()
+                       if keep(s, dict(parser[s]))))
 
 
 def _find(tree: object, key: str) -> list[object]:
