@@ -324,6 +324,8 @@ def run_tasks_add(args: argparse.Namespace) -> int:
                 checks = play_gold(result.kept, args.workers, log=log_stderr,
                                    narrow=not getattr(args, "whole_grades", False))
             result.drop({iid: c.why for iid, c in checks.items() if c.why is not None})
+            result.kept = [checks[t.instance_id].task or t if t.instance_id in checks else t
+                           for t in result.kept]
             played = {"graded_whole": sum(c.whole for c in checks.values()),
                       "graded_on_failing_tests": sum(not c.whole for c in checks.values())}
         if certifying:  # a task that an attack beats is no task (unless --keep-hackable)

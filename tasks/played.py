@@ -24,16 +24,27 @@ them under the disguise, the decoy run and the canaries. A task whose narrowed g
 resolve is graded whole before it is rejected: only a whole grade rejects. A task whose diff
 differs from its patch, whose tests do not run under pytest or whose ids pytest cannot select
 is graded whole.
+
+**A listed test that fails in the gold's whole grade and passes alone.** The checks ran the
+suite with the gold several times and every PASS_TO_PASS test passed there; the whole grade is
+one more run, on a machine that may be busier. A test that asserts on wall time (mistune's
+"near linear" tests) fails there and the task was thrown away for it. So when the whole grade's
+only failures are a few PASS_TO_PASS tests (``FLIPPED_AT_MOST``, the FAIL_TO_PASS tests passing,
+no flag, the run valid), those tests are graded again alone with every defence on: a test that
+passes then is flaky (under load, or by the order of the run), and leaves the lists as a flaky
+test of the checks does (``dropped_tests`` says why, ``flaky_tests`` counts it); one that fails
+again rejects the task as before. Nothing an agent does reaches this: it runs once, on the gold.
 """
 
 from __future__ import annotations
 
+import copy
 import json
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
-from repogym.envs.grading.grader import Grader, GraderConfig
+from repogym.envs.grading.grader import Grader, GraderConfig, GradingReport
 from repogym.envs.grading.stage import patch_paths
 from repogym.envs.grading.testcmd import plain_ids, runs_pytest
 from repogym.errors import RepogymError
@@ -44,6 +55,7 @@ from repogym.sandbox.docker import DockerSandbox
 from repogym.schema import Task
 
 PATCH_FILE = "/tmp/.repogym-played.patch"
+FLIPPED_AT_MOST = 5  # PASS_TO_PASS tests a whole grade may fail and still be asked alone
 
 
 @dataclass(frozen=True)
@@ -90,6 +102,7 @@ class GoldCheck:
 
     why: str | None  # why an agent who writes the gold would not be rewarded; None: it would
     whole: bool = True  # graded on every hidden test (else on the FAIL_TO_PASS tests alone)
+    task: Task | None = None  # the task to keep, when tests that flipped left its lists
 
 
 def gold_as_agent(task: Task, grader: Grader | None = None) -> str | None:
@@ -120,9 +133,43 @@ def check_gold(task: Task, grader: Grader | None = None, narrow: bool = False) -
     failing_tests = [t for t, s in {**report.fail_to_pass, **report.pass_to_pass}.items()
                      if s not in ("PASSED", "XFAIL", "SKIPPED")]
     why = diff.explain()
+    if not why and _flipped_alone(task, diff.diff, image.tag, grader, report, failing_tests):
+        return GoldCheck(None, task=_without_flipped(task, failing_tests))
     return GoldCheck(f"gold played as an agent's diff does not resolve it (failing: "
                      f"{failing_tests[:3]}, flags: {report.flag_names()}, invalid: "
                      f"{report.invalid_reasons[:2]})" + (f": {why}" if why else ""))
+
+
+def _flipped_alone(task: Task, diff: str, image: str, grader: Grader, report: GradingReport,
+                   failing: list[str]) -> bool:
+    """Whether the whole grade failed only on a few PASS_TO_PASS tests that pass when graded
+    again alone (the module docstring)."""
+    p2p = set(task.PASS_TO_PASS)
+    if (not failing or len(failing) > FLIPPED_AT_MOST or not set(failing) <= p2p
+            or report.flag_names() or report.invalid_reasons
+            or not runs_pytest(task.environment) or not plain_ids(tuple(failing))):
+        return False
+    alone = task.with_(FAIL_TO_PASS=tuple(failing), PASS_TO_PASS=())
+    try:
+        return grader.grade(alone, diff, image, by_id=True).resolved
+    except RepogymError:
+        return False
+
+
+def _without_flipped(task: Task, flipped: list[str]) -> Task:
+    """``task`` less the tests that failed in its gold's whole grade and passed alone."""
+    why = "flaky: failed in the gold's whole grade, passed graded alone"
+    counts = copy.deepcopy(task.extra.get("flaky_tests") or {})
+    for test in flipped:
+        seen = counts.setdefault(test, {}).setdefault("gold graded", {})
+        for status in ("FAILED", "PASSED"):
+            seen[status] = seen.get(status, 0) + 1
+    data = task.to_dict()
+    return Task.from_dict({**data, "PASS_TO_PASS": [t for t in task.PASS_TO_PASS
+                                                    if t not in flipped],
+                           "dropped_tests": {**(task.extra.get("dropped_tests") or {}),
+                                             **{t: why for t in flipped}},
+                           "flaky_tests": counts})
 
 
 def gold_layout(task: Task) -> str:

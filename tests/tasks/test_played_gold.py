@@ -246,3 +246,50 @@ def test_a_layout_whose_gold_fails_whole_is_never_narrowed(toy_task: Task) -> No
         check = checks[task.instance_id]
         assert check.whole and check.why is not None, check
         assert "test_named" in check.why, check.why
+
+
+# a hidden test that passes alone and fails after another test of its file: the whole grade
+# fails it (as a test asserting on wall time fails on a busy machine), graded alone it passes
+ORDERED = """\
+diff --git a/tests/test_add.py b/tests/test_add.py
+new file mode 100644
+--- /dev/null
++++ b/tests/test_add.py
+@@ -0,0 +1,19 @@
++from calc import add
++
++SEEN = []
++
++
++def test_add():
++    assert add(2, 3) == 5
++
++
++def test_add_negative():
++    assert add(-2, -3) == -5
++
++
++def test_leaves_a_mark():
++    SEEN.append(1)
++
++
++def test_sees_no_mark():
++    assert not SEEN
+"""
+
+
+def test_a_listed_test_that_fails_whole_and_passes_alone_leaves_the_lists(
+        toy_task: Task) -> None:
+    flipping = "tests/test_add.py::test_sees_no_mark"
+    task = toy_task.with_(instance_id="toy__calc-ordered", test_patch=ORDERED,
+                          PASS_TO_PASS=(*toy_task.PASS_TO_PASS,
+                                        "tests/test_add.py::test_leaves_a_mark", flipping))
+    check = check_gold(task)
+    assert check.why is None and check.whole and check.task is not None, check
+    kept = check.task
+    assert flipping not in kept.PASS_TO_PASS and kept.FAIL_TO_PASS == task.FAIL_TO_PASS
+    assert set(kept.PASS_TO_PASS) == set(task.PASS_TO_PASS) - {flipping}
+    assert "passed graded alone" in kept.extra["dropped_tests"][flipping]
+    assert kept.extra["flaky_tests"][flipping] == {"gold graded": {"FAILED": 1, "PASSED": 1}}
+    # and the task kept resolves with its gold, whole
+    assert gold_as_agent(kept) is None
