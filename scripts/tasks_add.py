@@ -63,6 +63,9 @@ def _common_parser() -> argparse.ArgumentParser:
     common.add_argument("--out", type=Path, required=True, help="the suite folder to write")
     common.add_argument("--max", type=int, default=None, metavar="N",
                         help="try at most N candidates (default: all)")
+    common.add_argument("--keep", type=int, default=None, metavar="N",
+                        help="stop trying candidates once N tasks are kept by the checks "
+                        "(with --max: whichever comes first)")
     common.add_argument("--split", choices=SPLITS[:2], default="eval",
                         help="the split of every task written (default: eval)")
     common.add_argument("--seed", type=int, default=0, help="fixes the candidate order")
@@ -315,7 +318,8 @@ def run_tasks_add(args: argparse.Namespace) -> int:
             result = collect(source, common.max_candidates, workers=args.workers,
                              journal=folder, skip=folder.skip,
                              gate=checker.gate if checker else None,
-                             in_flight=checker.in_flight if checker else None)
+                             in_flight=checker.in_flight if checker else None,
+                             keep=args.keep)
         result.kept = _rebind(result.kept, built)
         played: dict[str, int] = {}
         if not getattr(args, "no_validate", False) and args.add_source in CHECKED:

@@ -98,8 +98,10 @@ class Journal(Protocol):
 def collect(source: TaskSource, max_candidates: int | None = None, log: Log = log_stderr, *,
             workers: int = 1, journal: Journal | None = None,
             skip: Callable[[Task], bool] | None = None, gate: Gate | None = None,
-            in_flight: int | None = None) -> Collected:
-    """Checks candidates until ``max_candidates`` were tried or none are left.
+            in_flight: int | None = None, keep: int | None = None) -> Collected:
+    """Checks candidates until ``max_candidates`` were tried, ``keep`` were kept, or none are
+    left. With ``keep``, no candidate is handed out once that many were kept (those already
+    being checked finish, so a run with workers may keep a few more).
 
     A ``TaskError`` while checking rejects that candidate; any other error stops the run, and
     so do ``MAX_INFRA_FAILURES`` infrastructure rejections in a row (Docker is down, the image
@@ -112,8 +114,11 @@ def collect(source: TaskSource, max_candidates: int | None = None, log: Log = lo
     """
     if workers < 1:
         raise ValueError(f"--workers {workers}: give at least 1.")
+    if keep is not None and keep < 1:
+        raise ValueError(f"--keep {keep}: give a positive number of tasks.")
     run = _Run(source, max_candidates, log, workers, journal, skip, gate,
                max(workers, in_flight or workers) if gate is not None else workers)
+    run.keep = keep
     start = time.monotonic()
     try:
         run.loop()
@@ -180,6 +185,10 @@ class _Run:
             queue.Queue())
         self.threads: list[threading.Thread] = []
         self.stop = False
+        self.keep: int | None = None  # stop handing out candidates once this many are kept
+
+    def kept_enough(self) -> bool:
+        return self.keep is not None and sum(1 for *_, t in self.finished if t) >= self.keep
 
     def label(self, index: int, task: Task) -> str:
         return f"[{index + 1}/{self.max or '?'}] {self.source.name} {task.instance_id}"
@@ -190,6 +199,10 @@ class _Run:
                  f"{heartbeat.EVERY:.0f} s)")
         for task in self.source.candidates():
             if self.stop or (self.max is not None and self.handed >= self.max):
+                break
+            if self.kept_enough():
+                self.log(f"{self.source.name}: {self.keep} kept, no more candidates tried "
+                         "(--keep)")
                 break
             earlier = self.journal.earlier(task.instance_id) if self.journal else None
             if earlier is None and self.skip is not None and not isinstance(task, Rejected) \

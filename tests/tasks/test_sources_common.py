@@ -197,6 +197,22 @@ def test_collect_stops_at_max_and_after_repeated_infrastructure_failures() -> No
     assert result.stopped is not None and "infrastructure" in result.stopped
 
 
+def test_collect_stops_once_enough_are_kept_and_max_still_bounds_the_tries() -> None:
+    items = [_task(f"{n}-ok" if n % 3 == 0 else str(n)) for n in range(12)]  # 0, 3, 6, 9 pass
+    lines: list[str] = []
+    source = ListSource(items)
+    result = collect(source, keep=2, log=lines.append)
+    assert [t.instance_id for t in result.kept] == ["0-ok", "3-ok"]
+    assert result.tried == 4 and source.checked == 4
+    assert "list: 2 kept, no more candidates tried (--keep)" in lines
+    assert collect(ListSource(items), max_candidates=5, keep=3, log=lambda _m: None).tried == 5
+    assert len(collect(ListSource(items), keep=9, log=lambda _m: None).kept) == 4  # ran out
+    threaded = collect(ListSource(items), keep=2, workers=2, log=lambda _m: None)
+    assert 2 <= len(threaded.kept) <= 3 and threaded.tried < 12
+    with pytest.raises(ValueError, match="--keep 0"):
+        collect(ListSource(items), keep=0)
+
+
 class InterruptedSource(ListSource):
     """Ctrl-C arrives while the third candidate is being checked."""
 
