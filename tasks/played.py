@@ -33,7 +33,8 @@ only failures are a few PASS_TO_PASS tests (``FLIPPED_AT_MOST``, the FAIL_TO_PAS
 no flag, the run valid), those tests are graded again alone with every defence on: a test that
 passes then is flaky (under load, or by the order of the run), and leaves the lists as a flaky
 test of the checks does (``dropped_tests`` says why, ``flaky_tests`` counts it); one that fails
-again rejects the task as before. Nothing an agent does reaches this: it runs once, on the gold.
+again rejects the task as before; the layout's tasks graded on their failing tests alone lose
+the same tests. Nothing an agent does reaches this: it runs once, on the gold.
 """
 
 from __future__ import annotations
@@ -42,7 +43,7 @@ import copy
 import json
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from repogym.envs.grading.grader import Grader, GraderConfig, GradingReport
 from repogym.envs.grading.stage import patch_paths
@@ -156,9 +157,11 @@ def _flipped_alone(task: Task, diff: str, image: str, grader: Grader, report: Gr
         return False
 
 
-def _without_flipped(task: Task, flipped: list[str]) -> Task:
-    """``task`` less the tests that failed in its gold's whole grade and passed alone."""
-    why = "flaky: failed in the gold's whole grade, passed graded alone"
+def _without_flipped(task: Task, flipped: list[str], seen_on: str = "") -> Task:
+    """``task`` less the tests that failed in its gold's whole grade (or, ``seen_on``, in that
+    of another task of its layout) and passed alone."""
+    of = f" of {seen_on}" if seen_on else ""
+    why = f"flaky: failed in the gold's whole grade{of}, passed graded alone"
     counts = copy.deepcopy(task.extra.get("flaky_tests") or {})
     for test in flipped:
         seen = counts.setdefault(test, {}).setdefault("gold graded", {})
@@ -192,6 +195,9 @@ def play_gold(tasks: list[Task], workers: int = 1, grader: Grader | None = None,
         layouts.setdefault(gold_layout(task), []).append(task)
     # graded whole, nothing waits on a layout's first task
     proven: set[str] = set() if narrow else set(layouts)
+    # the tests that flipped in a layout's whole grade, and the task they flipped on: they
+    # leave the lists of the layout's narrowed tasks too (the same files, the same tests)
+    flipped: dict[str, tuple[str, list[str]]] = {}
     checks: dict[str, GoldCheck] = {}
     with ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
         while layouts:
@@ -203,9 +209,17 @@ def play_gold(tasks: list[Task], workers: int = 1, grader: Grader | None = None,
             layouts = {k: q for k, q in layouts.items() if q}
             results = pool.map(lambda b: check_gold(b[1], grader, narrow and b[2]), batch)
             for (key, task, _), check in zip(batch, results, strict=True):
-                checks[task.instance_id] = check
                 if check.why is None and check.whole:
                     proven.add(key)
+                    if check.task is not None:
+                        flipped[key] = (task.instance_id, [
+                            t for t in task.PASS_TO_PASS if t not in check.task.PASS_TO_PASS])
+                elif check.why is None and key in flipped:
+                    seen_on, tests = flipped[key]
+                    mine = [t for t in tests if t in task.PASS_TO_PASS]
+                    if mine:
+                        check = replace(check, task=_without_flipped(task, mine, seen_on))
+                checks[task.instance_id] = check
                 if check.why is not None:
                     log(f"{task.instance_id}: rejected: {check.why}")
     return checks

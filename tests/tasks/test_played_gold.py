@@ -293,3 +293,11 @@ def test_a_listed_test_that_fails_whole_and_passes_alone_leaves_the_lists(
     assert kept.extra["flaky_tests"][flipping] == {"gold graded": {"FAILED": 1, "PASSED": 1}}
     # and the task kept resolves with its gold, whole
     assert gold_as_agent(kept) is None
+    # the layout's next task, graded on its failing tests, loses the same test
+    second = task.with_(instance_id="toy__calc-ordered-2")
+    checks = play_gold([task, second], workers=1)
+    assert [checks[t.instance_id].whole for t in (task, second)] == [True, False]
+    for one in (task, second):
+        after = checks[one.instance_id].task
+        assert after is not None and flipping not in after.PASS_TO_PASS, checks[one.instance_id]
+    assert "of toy__calc-ordered," in after.extra["dropped_tests"][flipping]
