@@ -63,6 +63,8 @@ NOT_DISTRIBUTIONS = frozenset({
     "ntpath", "posixpath", "winreg", "_winreg", "msvcrt", "nt", "java", "clr", "gdbm",
     "dbhash", "dumbdbm", "anydbm", "md5", "sha", "new", "imp", "distutils",
 })
+NOT_CODE_FOLDERS = frozenset({"docs", "doc", "examples", "example", "benchmarks", "scripts",
+                              "tools", "ci", ".github"})
 MAX_GUESSED = 12  # imports installed on a guess, at most
 # Tried in this order: the newest Python that old packages still install on comes first.
 PYTHON_PREFERENCE = ("3.11", "3.13", "3.9")
@@ -307,11 +309,7 @@ def _setup_commands(tree: TreeView, files: set[str], pyproject: dict[str, Any],
         commands.append(f"{pip} " + " ".join(shlex.quote(p) for p in extra))
     guessed = imported_by_tests(tree, files)
     if guessed:
-        # one pip per name, each allowed to fail; `for ... do` is no pip command the build's
-        # check reads (installed.pip_requests), so a guess is never a requirement
-        commands.append(f"for p in {' '.join(shlex.quote(g) for g in guessed)}; do {pip} -q "
-                        '"$p" || echo "repogym: $p (imported by the tests) did not install"; '
-                        "done")
+        commands.append(guess_command(guessed))
     # the harness's plugin needs pytest 4.6 (harness_plugin.py): a project's older pin (funcy's
     # history: pytest==2.4.2 in test_requirements.txt, "pytest has no attribute hookimpl" in
     # every run) is upgraded, as pip says in the build's log; so is the pin of `py`, the old
@@ -319,6 +317,35 @@ def _setup_commands(tree: TreeView, files: set[str], pyproject: dict[str, Any],
     upgrades = [HARNESS_PYTEST, *([HARNESS_PY] if _pins_py(tree, files) else [])]
     commands.append(f"{pip} " + " ".join(shlex.quote(u) for u in upgrades))
     return commands
+
+
+def guess_command(names: list[str], why: str = "imported by the tests") -> str:
+    """The setup line that installs ``names`` on a guess: one pip per name, each allowed to
+    fail; `for ... do` is no pip command the build's check reads (installed.pip_requests), so
+    a guess is never a requirement."""
+    return (f"for p in {' '.join(shlex.quote(g) for g in names)}; do python -m pip install -q "
+            f'"$p" || echo "repogym: $p ({why}) did not install"; done')
+
+
+def with_change_imports(env: Environment, before: TreeView, after: TreeView,
+                        changed: set[str]) -> Environment:
+    """``env`` (detected on ``before``) with what the files a commit changes import in
+    ``after`` and the environment lacks, installed on a guess. A commit's new test file, or its
+    fix, may import what the snapshot never needed (isodate's history: two new test modules
+    import six, which the fix adds to ``install_requires``): without it the gold cannot pass,
+    and an agent who writes the same fix could not be rewarded."""
+    files_before, files_after = set(before.files()), set(after.files())
+    had = set(imported_by_tests(before, files_before))
+    # the code and the tests: not the build's own script, documentation or examples
+    code = {p for p in changed if Path(p).name != "setup.py"
+            and Path(p).parts[0] not in NOT_CODE_FOLDERS}
+    new = [n for n in imported_by_tests(after, files_after, scan=code) if n not in had]
+    if not new or env.language != "python":
+        return env
+    setup = list(env.setup)
+    at = len(setup) - 1 if setup and HARNESS_PYTEST in setup[-1] else len(setup)
+    setup.insert(at, guess_command(new, "imported by the change"))
+    return replace(env, setup=tuple(setup))
 
 
 def _pins_py(tree: TreeView, files: set[str]) -> bool:
@@ -360,14 +387,16 @@ def _catches_import_error(handler: ast.ExceptHandler) -> bool:
                                                     "Exception") for k in kinds)
 
 
-def imported_by_tests(tree: TreeView, files: set[str]) -> list[str]:
-    """The distributions of what the test files import that is neither the standard library
-    nor the repository's own (any module or folder name of the tree), sorted."""
+def imported_by_tests(tree: TreeView, files: set[str], scan: set[str] | None = None
+                      ) -> list[str]:
+    """The distributions of what the test files import (with ``scan``: what those files of
+    the tree import, tests or not) that is neither the standard library nor the repository's
+    own (any module or folder name of the tree), sorted."""
     local = {Path(p).name.split(".")[0] for p in files}  # modules, extensions' sources
     local |= {part for p in files for part in Path(p).parts[:-1]}
     names: set[str] = set()
-    for path in sorted(files):
-        if not (path.endswith(".py") and is_test_path(path)):
+    for path in sorted(files if scan is None else scan & files):
+        if not path.endswith(".py") or (scan is None and not is_test_path(path)):
             continue
         try:
             tree_ast = syntax_lock.parse(tree.read_text(path) or "")

@@ -35,7 +35,7 @@ from .common import (
     split_paths,
 )
 from .deriver import default_deriver
-from .detect import EnvOverrides, detect_environment
+from .detect import EnvOverrides, detect_environment, with_change_imports
 from .detect_langs import detect_language, unbuildable
 from .statement_model import LLMConfig
 from .tree_view import GitTree
@@ -167,6 +167,9 @@ class GitSource:
         message = run_git(self.repo, "log", "-1", "--format=%B", commit.sha).strip()
         issue = issue_for(self.issues, commit.sha, message)
         env = detect_environment(base, self.overrides)
+        if self.overrides is None or self.overrides.setup is None:
+            env = with_change_imports(env, base, GitTree(self.repo, commit.sha),
+                                      set(commit.files))
         return Task(
             instance_id=instance_id,
             repo=self.name_of_repo, base_commit=commit.parent,

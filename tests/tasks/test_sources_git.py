@@ -222,3 +222,40 @@ def test_a_source_that_lacks_objects_of_its_commit_says_so(tmp_path: Path) -> No
     reason = error_reason(caught.value)
     assert reason.startswith("source incomplete: ") and "git fetch" in reason, reason
     assert reason_kind(reason) == "source incomplete"
+
+
+def test_what_a_commit_imports_that_its_snapshot_lacks_is_installed_on_a_guess(
+        tmp_path: Path) -> None:
+    """isodate's history: a commit's two new test modules import six, which the fix adds to
+    install_requires; the snapshot's environment lacked it, the gold could not pass."""
+    repo = tmp_path / "dates"
+    subprocess.run(["git", "init", "-q", "--initial-branch=main", str(repo)], check=True)
+    commit(repo, "start", {
+        "setup.py": "from setuptools import setup\nsetup(name='dates', packages=['dates'])\n",
+        "dates/__init__.py": "def parse(text):\n    return text\n",
+        "tests/test_parse.py": "import yaml\nfrom dates import parse\n\n\ndef test_same():\n"
+                               "    assert parse('a') == 'a'\n",
+    })
+    commit(repo, "Parse bytes", {
+        "setup.py": "from setuptools import setup\nsetup(name='dates', packages=['dates'], "
+                    "install_requires=['six'])\n",
+        "dates/__init__.py": "import six\nimport attr\nfrom dates.text import norm\n\n\n"
+                             "def parse(text):\n    return six.ensure_str(norm(text))\n",
+        "dates/text.py": "def norm(text):\n    return text\n",
+        "tests/test_bytes.py": "import six\nimport yaml\nfrom dates import parse\n\n\n"
+                               "def test_bytes():\n    assert parse(six.b('a')) == 'a'\n",
+    })
+    (task,) = GitSource(GitOptions(repo), SourceOptions(), log=lambda _m: None).candidates()
+    assert isinstance(task, Task)
+    setup = task.environment.setup
+    # the snapshot's own guess (yaml, imported before), then what the change imports, then
+    # the harness's pytest last; the package's own new module is no distribution
+    assert setup[0] == "python -m pip install -e ."
+    assert "PyYAML" in setup[1] and "imported by the tests" in setup[1]
+    assert setup[2] == ('for p in attrs six; do python -m pip install -q "$p" || echo '
+                        '"repogym: $p (imported by the change) did not install"; done')
+    assert setup[3] == "python -m pip install 'pytest>=4.6'"
+    overridden = GitSource(GitOptions(repo), SourceOptions(), EnvOverrides(setup=("true",)),
+                           log=lambda _m: None)
+    (plain,) = overridden.candidates()
+    assert isinstance(plain, Task) and plain.environment.setup == ("true",)
