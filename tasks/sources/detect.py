@@ -63,6 +63,14 @@ NOT_DISTRIBUTIONS = frozenset({
     "ntpath", "posixpath", "winreg", "_winreg", "msvcrt", "nt", "java", "clr", "gdbm",
     "dbhash", "dumbdbm", "anydbm", "md5", "sha", "new", "imp", "distutils",
 })
+# Names of a project's own test helpers (pycodestyle 2.15.0's tests import `testing.support`,
+# a folder its sdist lacks): where the tree has no such module, an index package of that name
+# is somebody else's code, never what the tests meant
+HELPER_NAMES = frozenset({
+    "testing", "tests", "test", "testutils", "test_utils", "testlib", "testhelpers", "helpers",
+    "helper", "support", "utils", "util", "common", "fixtures", "conftest", "compat", "base",
+    "data", "config", "settings", "constants", "shared",
+})
 NOT_CODE_FOLDERS = frozenset({"docs", "doc", "examples", "example", "benchmarks", "scripts",
                               "tools", "ci", ".github"})
 MAX_GUESSED = 12  # imports installed on a guess, at most
@@ -414,6 +422,7 @@ def imported_by_tests(tree: TreeView, files: set[str], scan: set[str] | None = N
     for name in names:
         top = name.split(".")[0]
         if (top in sys.stdlib_module_names or top in NOT_DISTRIBUTIONS or top in local
+                or top in HELPER_NAMES
                 or not top.isidentifier() or top.startswith("_")):
             continue
         dotted = next((d for d in DISTRIBUTIONS if name == d or name.startswith(d + ".")), None)

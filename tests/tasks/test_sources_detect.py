@@ -181,6 +181,8 @@ def test_what_the_tests_import_and_nothing_declares_is_installed_on_a_guess(
             import pytest
             import mc
             from helpers import check
+            from testing.support import ROOT  # a helper folder the sdist lacks
+            import utils
             """,
         "helpers.py": "def check(): pass\n",
     }))
