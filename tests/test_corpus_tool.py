@@ -4,6 +4,7 @@ its table counts what each project's `tasks add` wrote."""
 
 from __future__ import annotations
 
+import argparse
 import importlib.util
 import json
 import sys
@@ -95,3 +96,14 @@ def test_a_finished_project_is_not_run_again(tmp_path: Path) -> None:
     assert json.loads((out / "a.json").read_text()) == {"name": "a", "status": "done"}
     state = json.loads((out / "g.json").read_text())
     assert state["status"] == "no source" and "no mirror of nobody/nothing" in state["error"]
+
+
+def test_keep_goes_to_every_tasks_add(tmp_path: Path) -> None:
+    tool = corpus_tool()
+    project = {"name": "a", "source": "pypi", "spec": "a==1", "why": "x"}
+    args = argparse.Namespace(repogym="/x/repogym", max=10, keep=3, extra=["--workers", "2"])
+    assert tool.command(project, tmp_path, args) == [
+        "/x/repogym", "tasks", "add", "pypi", "a==1", "--out", str(tmp_path / "a"), "--max",
+        "10", "--keep", "3", "--workers", "2"]
+    args.keep = 0
+    assert "--keep" not in tool.command(project, tmp_path, args)

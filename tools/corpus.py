@@ -69,6 +69,8 @@ def find_mirror(root: Path, repo: str) -> Path | None:
 def command(project: dict[str, Any], out: Path, args: argparse.Namespace) -> list[str]:
     repogym = str(Path(args.repogym))
     suite = ["--out", str(out / project["name"]), "--max", str(project.get("max", args.max))]
+    if args.keep:
+        suite += ["--keep", str(args.keep)]
     extra = [*project.get("args", []), *args.extra]
     if project["source"] == "pypi":
         return [repogym, "tasks", "add", "pypi", project["spec"], *suite, *extra]
@@ -269,6 +271,8 @@ def main(argv: list[str] | None = None) -> int:
     r.add_argument("--out", default="runs/breadth")
     r.add_argument("--workers", type=int, default=1, help="projects at once")
     r.add_argument("--max", type=int, default=5, help="candidates per project (tasks add --max)")
+    r.add_argument("--keep", type=int, default=0,
+                   help="stop a project once N tasks are kept (tasks add --keep; 0: no stop)")
     r.add_argument("--only", default="", help="comma-separated project names")
     r.add_argument("--again", action="store_true", help="run finished projects again")
     r.add_argument("--timeout", type=float, default=0, help="seconds per project (0: none)")
