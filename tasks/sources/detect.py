@@ -345,9 +345,15 @@ def with_change_imports(env: Environment, before: TreeView, after: TreeView,
     files_before, files_after = set(before.files()), set(after.files())
     had = set(imported_by_tests(before, files_before))
     # the code and the tests: not the build's own script, documentation or examples
-    code = {p for p in changed if Path(p).name != "setup.py"
+    kept = {p for p in changed if Path(p).name != "setup.py"
             and Path(p).parts[0] not in NOT_CODE_FOLDERS}
-    new = [n for n in imported_by_tests(after, files_after, scan=code) if n not in had]
+    tests = {p for p in kept if is_test_path(p)}
+    # a test file's imports whole (a new one's are all new); a code file's, those the change
+    # adds (what it imported before, the snapshot already satisfied)
+    wanted = set(imported_by_tests(after, files_after, scan=tests)) | (
+        set(imported_by_tests(after, files_after, scan=kept - tests))
+        - set(imported_by_tests(before, files_before, scan=kept - tests)))
+    new = sorted(wanted - had)
     if not new or env.language != "python":
         return env
     setup = list(env.setup)
