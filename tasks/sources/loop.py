@@ -100,8 +100,8 @@ def collect(source: TaskSource, max_candidates: int | None = None, log: Log = lo
             skip: Callable[[Task], bool] | None = None, gate: Gate | None = None,
             in_flight: int | None = None, keep: int | None = None) -> Collected:
     """Checks candidates until ``max_candidates`` were tried, ``keep`` were kept, or none are
-    left. With ``keep``, no candidate is handed out once that many were kept (those already
-    being checked finish, so a run with workers may keep a few more).
+    left. With ``keep``, no more candidates are in flight than could still be needed (were each
+    kept), and none is handed out once that many were kept.
 
     A ``TaskError`` while checking rejects that candidate; any other error stops the run, and
     so do ``MAX_INFRA_FAILURES`` infrastructure rejections in a row (Docker is down, the image
@@ -187,8 +187,8 @@ class _Run:
         self.stop = False
         self.keep: int | None = None  # stop handing out candidates once this many are kept
 
-    def kept_enough(self) -> bool:
-        return self.keep is not None and sum(1 for *_, t in self.finished if t) >= self.keep
+    def kept(self) -> int:
+        return sum(1 for *_, t in self.finished if t)
 
     def label(self, index: int, task: Task) -> str:
         return f"[{index + 1}/{self.max or '?'}] {self.source.name} {task.instance_id}"
@@ -200,10 +200,14 @@ class _Run:
         for task in self.source.candidates():
             if self.stop or (self.max is not None and self.handed >= self.max):
                 break
-            if self.kept_enough():
-                self.log(f"{self.source.name}: {self.keep} kept, no more candidates tried "
-                         "(--keep)")
-                break
+            if self.keep is not None:
+                # no more in flight than could still be needed: were every one of them kept
+                while self.inflight and self.kept() + self.inflight >= self.keep:
+                    self.collect_one()
+                if self.kept() >= self.keep:
+                    self.log(f"{self.source.name}: {self.keep} kept, no more candidates tried "
+                             "(--keep)")
+                    break
             earlier = self.journal.earlier(task.instance_id) if self.journal else None
             if earlier is None and self.skip is not None and not isinstance(task, Rejected) \
                     and self.skip(task):
