@@ -111,6 +111,12 @@ def run_problem(before: list[GradingReport], after: list[GradingReport],
             # the hidden tests use what the patch adds: before it, their package (or crate, or
             # test classes) does not build, the canaries with it, and every test there fails
             continue
+        if (not rep.valid and any(rep is b for b in before) and collects_nothing(rep)
+                and all(a.valid for a in after)):
+            # the same in Python: without the fix the package does not import (voluptuous: a
+            # schema built at import raises), so no test file collects, the canaries' inside
+            # the package neither, and every test errors; with it, the run is whole
+            continue
         if not rep.valid:
             side = gold if any(rep is a for a in after) else "without it"
             return invalid_reason(rep, side)
@@ -124,6 +130,16 @@ def run_problem(before: list[GradingReport], after: list[GradingReport],
 
 
 SNAPSHOT = "at the snapshot itself (every candidate's gold side)"
+
+
+def collects_nothing(rep: GradingReport) -> bool:
+    """Whether a run is invalid only because no test, the canaries included, collected: files
+    failed to collect, no test passed or failed, and the canaries' check is all that failed."""
+    canaries = set(rep.canaries.values())
+    return (bool(rep.collection_errors) and bool(canaries) and canaries <= {"MISSING", "ERROR"}
+            and not rep.timed_out
+            and not any(s in ("PASSED", "FAILED") for s in rep.statuses.values())
+            and all(r.startswith("canary") for r in rep.invalid_reasons))
 
 
 def uncollected(runs: list[GradingReport]) -> list[str]:

@@ -112,3 +112,29 @@ def test_tests_not_collected_name_pytests_error() -> None:
     assert reason.startswith("tests not collected without it (2 errors in 0.04s")
     assert "src/isodate/tests/test_large_values.py: ModuleNotFoundError: No module named " \
            "'six'" in reason
+
+
+def test_a_change_that_breaks_the_packages_import_is_a_task_as_a_build_failure_is() -> None:
+    """voluptuous 0.16.0: a planted bug in a schema built at import made every test file fail
+    to collect, the canaries' (inside the package) too; the candidate was rejected "tests not
+    collected without it" where SWE-bench keeps it: every test errors before the fix."""
+    from repogym.tasks.validate import collects_nothing, run_problem
+
+    files = ["voluptuous/tests/tests.py", "voluptuous/tests/test_a_b.py"]
+    broken = report(COLLECTION, {f: "ERROR" for f in files}, MISSING, 1)
+    broken.collection_errors = list(files)
+    fixed = GradingReport("x", patch_applied=True, statuses={
+        "voluptuous/tests/tests.py::test_schema": "PASSED"}, exit_code=0)
+    assert collects_nothing(broken)
+    assert run_problem([broken, broken], [fixed, fixed]) is None
+    # not when the gold side is no whole run either, nor when tests ran before the fix
+    gold_broken = report(COLLECTION, {f: "ERROR" for f in files}, MISSING, 1)
+    gold_broken.patch_applied = True
+    assert (run_problem([broken], [gold_broken]) or "").startswith("tests not collected")
+    ran = report(RAN, {"voluptuous/tests/tests.py::test_x": "FAILED"}, MISSING, 1)
+    ran.collection_errors = [files[1]]
+    assert not collects_nothing(ran)
+    assert (run_problem([ran], [fixed]) or "").startswith("canaries not collected without it")
+    timed = report(COLLECTION, {f: "ERROR" for f in files}, MISSING, 1)
+    timed.collection_errors, timed.timed_out = list(files), True
+    assert not collects_nothing(timed)
