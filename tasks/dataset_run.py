@@ -190,12 +190,14 @@ class DatasetRun:
         start = time.monotonic()
         pool = ThreadPoolExecutor(max_workers=self.options.workers)
         futures = [pool.submit(self.one, c, r) for c, r in todo]
+        built = 0  # instances that got as far as a build (not those with no mirror or spec)
         try:
             for n, future in enumerate(as_completed(futures), 1):
                 record = future.result()
+                built += "build" in record
                 elapsed = time.monotonic() - start
                 self.log(f"[{n}/{len(todo)}] {summary_line(record)} "
-                         f"({elapsed / n:.0f} s per instance so far)")
+                         f"({elapsed / max(1, built):.0f} s per built instance so far)")
         except BaseException:
             # Ctrl-C (or a bug): no new instance starts; those under way end their stage
             # (each stage's record is written as it ends), and the same command goes on
