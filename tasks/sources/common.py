@@ -38,8 +38,9 @@ Log: TypeAlias = Progress  # the one progress type, under the name task sources 
 
 
 def is_test_path(path: str) -> bool:
-    """True for files a task keeps hidden: anything in a test folder, ``test_*``/``*_test``
-    files, ``conftest.py`` and ``pytest.ini``."""
+    """True for files a task keeps hidden: anything in a test folder, ``test_*``/``*_test``/
+    ``*_tests`` files (jsonpatch's ``property_tests.py``, which its pytest.ini names: its test
+    methods were taken for library code to re-implement), ``conftest.py`` and ``pytest.ini``."""
     parts = PurePosixPath(path).parts
     if not parts:
         return False
@@ -51,7 +52,8 @@ def is_test_path(path: str) -> bool:
         return True  # cargo's benches build with the tests; grading protects them alike
     # JavaScript's ``x.test.js``/``x.spec.ts``, Go's ``x_test.go`` (the stem rule)
     js_test = any(f".{word}." in name for word in ("test", "spec"))
-    return name in TEST_FILES or stem.startswith("test_") or stem.endswith("_test") or js_test
+    return (name in TEST_FILES or stem.startswith("test_") or stem.endswith(("_test", "_tests"))
+            or js_test)
 
 
 def split_paths(paths: Iterable[str]) -> tuple[list[str], list[str]]:

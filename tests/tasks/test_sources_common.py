@@ -29,7 +29,7 @@ from repogym.tasks.sources.loop import collect
 @pytest.mark.parametrize("path", [
     "tests/test_x.py", "test/data/input.json", "pkg/tests/helpers.py", "test_top.py",
     "pkg/io_test.py", "conftest.py", "src/pkg/conftest.py", "pytest.ini", "testing/util.py",
-    "e2e/flow.py",
+    "e2e/flow.py", "property_tests.py", "pkg/unit_tests.py",
 ])
 def test_test_paths(path: str) -> None:
     assert is_test_path(path)
@@ -37,7 +37,7 @@ def test_test_paths(path: str) -> None:
 
 @pytest.mark.parametrize("path", [
     "pkg/core.py", "src/pkg/testament.py", "pkg/contest.py", "README.md", "setup.py",
-    "docs/testing.rst", "pkg/latest.py", "tox.ini",
+    "docs/testing.rst", "pkg/latest.py", "tox.ini", "pkg/contests.py", "pkg/attests.py",
 ])
 def test_non_test_paths(path: str) -> None:
     assert not is_test_path(path)
