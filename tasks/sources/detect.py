@@ -342,19 +342,22 @@ def with_change_imports(env: Environment, before: TreeView, after: TreeView,
     fix, may import what the snapshot never needed (isodate's history: two new test modules
     import six, which the fix adds to ``install_requires``): without it the gold cannot pass,
     and an agent who writes the same fix could not be rewarded."""
-    files_before, files_after = set(before.files()), set(after.files())
-    had = set(imported_by_tests(before, files_before))
     # the code and the tests: not the build's own script, documentation or examples
-    kept = {p for p in changed if Path(p).name != "setup.py"
+    kept = {p for p in changed if p.endswith(".py") and Path(p).name != "setup.py"
             and Path(p).parts[0] not in NOT_CODE_FOLDERS}
+    if not kept or env.language != "python":
+        return env
+    files_before, files_after = set(before.files()), set(after.files())
     tests = {p for p in kept if is_test_path(p)}
     # a test file's imports whole (a new one's are all new); a code file's, those the change
     # adds (what it imported before, the snapshot already satisfied)
     wanted = set(imported_by_tests(after, files_after, scan=tests)) | (
         set(imported_by_tests(after, files_after, scan=kept - tests))
         - set(imported_by_tests(before, files_before, scan=kept - tests)))
-    new = sorted(wanted - had)
-    if not new or env.language != "python":
+    if not wanted:  # the snapshot's own guess is read only when there is something to add
+        return env
+    new = sorted(wanted - set(imported_by_tests(before, files_before)))
+    if not new:
         return env
     setup = list(env.setup)
     at = len(setup) - 1 if setup and HARNESS_PYTEST in setup[-1] else len(setup)

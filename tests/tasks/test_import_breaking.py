@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from repogym.repo import snapshot_commit
-from repogym.schema import Task
+from repogym.schema import Environment, Task
 from repogym.tasks.validate import derive_lists, validate_task
 
 pytestmark = pytest.mark.docker
@@ -65,8 +65,7 @@ def test_a_fix_of_the_packages_import_is_a_task(tmp_path: Path) -> None:
         path.write_text(textwrap.dedent(text))
     task = Task(instance_id="toy__rules-1", repo="toy/rules", base_commit=snapshot_commit(root),
                 problem_statement="importing rules raises ValueError", patch=FIX,
-                source=str(root))
-    task = task.with_(environment=task.environment.__class__(setup=("pip install -e .",)))
+                source=str(root), environment=Environment(setup=("pip install -e .",)))
     done, why = derive_lists(task, runs=1)
     assert done is not None, why
     assert set(done.FAIL_TO_PASS) == {"rules/tests/test_core.py::test_default",
