@@ -175,8 +175,11 @@ class SandboxPool:
 
     def _put(self, key: tuple[str, str], box: DockerSandbox) -> None:
         with self._changed:
-            self._ready[key].put(box)
-            self._changed.notify_all()
+            if not self._closed:
+                self._ready[key].put(box)
+                self._changed.notify_all()
+                return
+        box.close()  # started while the pool was closing: nobody would remove it
 
     def release(self, box: Any) -> None:
         """Takes a used sandbox back: reset in place in the background, or removed."""
@@ -205,9 +208,10 @@ class SandboxPool:
 
     def _start_worker(self, target: Any, box: DockerSandbox) -> None:
         worker = threading.Thread(target=target, args=(box,), daemon=True)
+        # started while the list is held: close() never sees a thread it cannot join yet
         with self._lock:
             self._workers = [w for w in self._workers if w.is_alive()] + [worker]
-        worker.start()
+            worker.start()
 
     def _discard(self, box: DockerSandbox) -> None:
         self.stats["discarded"] += 1
@@ -344,8 +348,18 @@ class SandboxPool:
         with self._changed:
             self._closed = True
             self._changed.notify_all()
-        for thread in [*self._fillers.values(), *self._workers]:
-            thread.join(timeout=60)
+        # a worker may start another (a failed reset discards its container): joined until
+        # none is left, each list read under the lock its writers hold
+        joined: set[threading.Thread] = set()
+        while True:
+            with self._lock:
+                threads = [t for t in [*self._fillers.values(), *self._workers]
+                           if t not in joined]
+            if not threads:
+                break
+            for thread in threads:
+                thread.join(timeout=60)
+                joined.add(thread)
         boxes = []
         for q in self._ready.values():
             while True:

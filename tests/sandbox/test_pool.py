@@ -115,3 +115,28 @@ def test_idle_images_beyond_the_last_used_lose_their_ready_containers(toy_image:
         pool.close()
         for image in images[1:]:
             client.images.remove(image)
+
+
+def test_close_during_a_release_joins_its_worker_and_leaves_no_container(
+        toy_image: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    import threading
+
+    from repogym.sandbox import pool as pool_module
+
+    class SlowStart(threading.Thread):
+        """Widens the gap between a worker's creation and its start."""
+
+        def start(self) -> None:
+            time.sleep(0.5)
+            super().start()
+
+    pool = SandboxPool(size=0, reuse=False)
+    box = pool.acquire(toy_image)
+    releasing = threading.Thread(target=pool.release, args=(box,))
+    monkeypatch.setattr(pool_module.threading, "Thread", SlowStart)
+    releasing.start()
+    time.sleep(0.2)  # the worker that removes the container is made, not yet started
+    pool.close()  # joined, not "cannot join thread before it is started"
+    releasing.join()
+    assert wait_for(lambda: not docker_client().api.containers(
+        all=True, filters={"name": box.name}))
