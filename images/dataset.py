@@ -9,7 +9,7 @@ head, or an ancestor of it: swebench commits its setup on top), :func:`ensure_la
 - the unprivileged user the agent and the tests run as;
 - ``/testbed`` re-made as one commit (the files git tracked, as they are in the image, and
   what the dataset's install left there that git does not ignore: see
-  :func:`repogym.images.repository.settle_script`) with no other refs, no reflog, no remotes;
+  :func:`repogym.images.recipe.settle_script`) with no other refs, no reflog, no remotes;
 - the image's Python environment first on PATH (swebench's conda ``testbed`` environment);
 - the pristine copy grading starts from, and the labels the sandbox reads.
 

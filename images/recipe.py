@@ -14,6 +14,7 @@ from __future__ import annotations
 import hashlib
 import io
 import json
+import shlex
 import tarfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,7 +27,9 @@ from repogym.errors import ImageBuildError, SetupFailed, SetupIncomplete
 from repogym.images import installed
 from repogym.images.build import BUILD_DIR
 from repogym.progress import Progress
+from repogym.repo import SNAPSHOT_ENV
 from repogym.sandbox.client import docker_client
+from repogym.sandbox.util import DIFF_EXCLUDES
 from repogym.tls import explain_certificate
 
 WORKDIR = "/testbed"
@@ -169,3 +172,28 @@ def image_info(tag: str) -> dict[str, Any]:
     """Digest, size and labels of a built image (for records and `repogym doctor`)."""
     image = docker_client().images.get(tag)
     return {"tag": tag, "id": image.id, "size": image.attrs.get("Size", 0), "labels": image.labels}
+
+
+def settle_script(workdir: str) -> str:
+    """What the setup left in the repository becomes the base an agent starts from.
+
+    Installs write into the tree: ``*.egg-info``, a setuptools_scm ``write_to`` version file,
+    compiled extensions, ``package-lock.json``, ``Cargo.lock``. Left out of the base commit,
+    they would enter every agent's diff, which then would not apply in a grading container
+    that has them already: no agent could solve the task. So every change the setup made that
+    git does not ignore is folded into the one base commit (same identity and date as the
+    snapshot's, so the same tree is the same commit), and the caches and build metadata an
+    agent's diff leaves out (``DIFF_EXCLUDES``) are excluded for ``git status`` too. The script
+    prints the commit as the image's label."""
+    ident = " ".join(f"{k}={shlex.quote(v)}" for k, v in SNAPSHOT_ENV.items()
+                     if k.startswith("GIT_") and "CONFIG" not in k)
+    excludes = "\\n".join(DIFF_EXCLUDES)
+    return f"""cd {workdir}
+mkdir -p .git/info && printf '{excludes}\\n' >> .git/info/exclude
+git -c core.hooksPath=/dev/null add -A -- .
+if ! git diff --cached --quiet; then
+  {ident} git -c core.hooksPath=/dev/null -c commit.gpgsign=false commit -q --amend \\
+    --no-verify --allow-empty -m base
+fi
+echo "REPOGYM-LABEL {LABEL_COMMIT}=$(git rev-parse HEAD)"
+cd /"""

@@ -14,7 +14,6 @@ bundle is trusted while a layer builds and is no part of it (:mod:`.recipe`).
 from __future__ import annotations
 
 import json
-import shlex
 import tempfile
 import time
 from pathlib import Path
@@ -24,7 +23,7 @@ import docker.errors
 
 from repogym import settings
 from repogym.errors import ImageBuildError
-from repogym.images import install_links, installed
+from repogym.images import derived, install_links, installed
 from repogym.images import lru as image_lru
 from repogym.images.build import BUILD_DIR, Layer, build_layer
 from repogym.images.dataset import ensure_layered
@@ -41,14 +40,14 @@ from repogym.images.recipe import (
     build_files,
     digest,
     raise_for_build,
+    settle_script,
     tar_folder,
 )
 from repogym.images.start_image import ensure_start, start_tag
 from repogym.progress import Progress
-from repogym.repo import SNAPSHOT_ENV, export_tree, snapshot
+from repogym.repo import export_tree, snapshot
 from repogym.sandbox.client import docker_client
 from repogym.sandbox.engines import copy_image
-from repogym.sandbox.util import DIFF_EXCLUDES
 from repogym.schema import Environment, Task
 
 REPO_RECIPE = "7"  # repository images (4: what setup writes is committed, ``settle_script``;
@@ -77,6 +76,15 @@ def image_spec(task: Task) -> dict[str, Any]:
 
 
 def image_tag(task: Task) -> str:
+    """The name of the task's image: a thin image for a task made on a snapshot
+    (:mod:`.derived`), else the one ``built_tag`` names."""
+    if derived.derivable(task):
+        return derived.tag(task, built_tag(derived.snapshot_task(task)))
+    return built_tag(task)
+
+
+def built_tag(task: Task) -> str:
+    """The name of the task's image built from scratch."""
     slug = "".join(c if c.isalnum() else "-" for c in task.repo.lower()).strip("-")[:60] or "repo"
     return f"repogym/repo:{slug}-{digest(image_spec(task))}"
 
@@ -124,7 +132,30 @@ def _ensure_image(task: Task, progress: Progress) -> BuiltImage:
             f"task {task.instance_id} has no `source` and image {tag} does not exist: add a "
             "source path to the task or build the image elsewhere."
         )
+    if tag != built_tag(task):
+        return _derive(client, task, tag, progress)
+    return _build(task, tag, progress)
+
+
+def _derive(client: Any, task: Task, tag: str, progress: Progress) -> BuiltImage:
+    """The thin image of a task made on a snapshot, on the snapshot's image; where an install
+    copied a changed file, the image built from scratch under that name too."""
     start = time.monotonic()
+    snapshot = ensure_image(derived.snapshot_task(task), progress)
+    run = derived.derive(task, snapshot.tag, progress)
+    if run.exit_code == 0:
+        return BuiltImage(tag, run.labels[LABEL_COMMIT], False, time.monotonic() - start)
+    if run.exit_code != derived.COPY_FOUND:
+        raise_for_build(tag, run.exit_code, run.log)
+    full = ensure_image(task.with_(extra={**task.extra, "original_commit": ""}), progress)
+    repository, name = tag.rsplit(":", 1)
+    client.images.get(full.tag).tag(repository, name)
+    return BuiltImage(tag, full.repo_commit, False, time.monotonic() - start)
+
+
+def _build(task: Task, tag: str, progress: Progress) -> BuiltImage:
+    start = time.monotonic()
+    assert task.source, "checked by the caller"
     env = task.environment
     root = (ensure_env(task, progress).tag if is_shared(env)
             else env.image or ensure_start(env, progress))
@@ -202,28 +233,3 @@ def pristine_copy(source: str, dest: str) -> str:
     stores linked files once; a container that changes one of them gets its own copy of that
     file (overlayfs copies it up), and the other name keeps the image's content."""
     return f"cp -al {source} {dest}"
-
-
-def settle_script(workdir: str) -> str:
-    """What the setup left in the repository becomes the base an agent starts from.
-
-    Installs write into the tree: ``*.egg-info``, a setuptools_scm ``write_to`` version file,
-    compiled extensions, ``package-lock.json``, ``Cargo.lock``. Left out of the base commit,
-    they would enter every agent's diff, which then would not apply in a grading container
-    that has them already: no agent could solve the task. So every change the setup made that
-    git does not ignore is folded into the one base commit (same identity and date as the
-    snapshot's, so the same tree is the same commit), and the caches and build metadata an
-    agent's diff leaves out (``DIFF_EXCLUDES``) are excluded for ``git status`` too. The script
-    prints the commit as the image's label."""
-    ident = " ".join(f"{k}={shlex.quote(v)}" for k, v in SNAPSHOT_ENV.items()
-                     if k.startswith("GIT_") and "CONFIG" not in k)
-    excludes = "\\n".join(DIFF_EXCLUDES)
-    return f"""cd {workdir}
-mkdir -p .git/info && printf '{excludes}\\n' >> .git/info/exclude
-git -c core.hooksPath=/dev/null add -A -- .
-if ! git diff --cached --quiet; then
-  {ident} git -c core.hooksPath=/dev/null -c commit.gpgsign=false commit -q --amend \\
-    --no-verify --allow-empty -m base
-fi
-echo "REPOGYM-LABEL {LABEL_COMMIT}=$(git rev-parse HEAD)"
-cd /"""

@@ -14,12 +14,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from repogym.images import derived
 from repogym.images import lru as image_lru
 from repogym.images.dataset import layered_tag
 from repogym.images.env_image import env_tag, is_shared
 from repogym.images.lru import Candidate, Layer
 from repogym.images.recipe import LABEL_COMMIT, LABEL_SPEC
-from repogym.images.repository import image_tag
+from repogym.images.repository import built_tag, image_tag
 from repogym.sandbox.client import docker_client
 from repogym.sandbox.features import engine_features
 from repogym.suite import BUILTIN, load_suite
@@ -95,6 +96,8 @@ def needed_tags(suites: Iterable[str | Path]) -> set[str]:
     for suite in suites:
         for task in load_suite(suite):
             tags.add(image_tag(task))
+            if derived.derivable(task):  # a thin image: the snapshot's image under it too
+                tags.add(built_tag(derived.snapshot_task(task)))
             if task.environment.image:  # a dataset's image: the layer made on it
                 tags.update(_layered(task))
     return tags
