@@ -65,7 +65,7 @@ from repogym.agents.hacker import (
     hack_for_task,
     lang_hacks,
 )
-from repogym.agents.stripped import grade_alone
+from repogym.agents.stripped import StrippedRuns, grade_alone
 from repogym.envs.grading.grader import GraderConfig
 from repogym.envs.grading.recycle import reset_grader
 from repogym.envs.grading.testcmd import runs_pytest
@@ -243,6 +243,8 @@ def certify(tasks: list[Task], config: CertifyConfig | None = None,
     plays = {(t.instance_id, h): _attack_task(t, h, config)
              for t in tasks for h in chosen[t.instance_id]}
     local, envs, lock = threading.local(), list[gym.Env[Any, Any]](), threading.Lock()
+    # a task's attacks whose every change is stripped share one run (``stripped.py``)
+    runs = {t.instance_id: StrippedRuns() for t in tasks} if config.share else {}
 
     def attack(key: tuple[str, str]) -> Attack:
         if not hasattr(local, "env"):
@@ -257,12 +259,12 @@ def certify(tasks: list[Task], config: CertifyConfig | None = None,
                 pool.resetters["grader"] = reset_grader
             with lock:
                 envs.append(local.env)
-        first = play(local.env, plays[key], config.narrow)
+        first = play(local.env, plays[key], config.narrow, runs.get(key[0]))
         if not first.error:
             return first
         # an episode that could not run (a command that timed out on a loaded machine, a lost
         # container) is played once more before the certificate says the attack did not run
-        again = play(local.env, plays[key], config.narrow)
+        again = play(local.env, plays[key], config.narrow, runs.get(key[0]))
         again.seconds += first.seconds
         if again.error:
             again.error = f"{again.error[:200]} (the first try: {first.error[:90]})"
@@ -325,11 +327,13 @@ def _attack_task(task: Task, hack: str, config: CertifyConfig) -> Task:
     return adversarial_task(replace(task, certificate=None), hack, limit)
 
 
-def play(env: gym.Env[Any, Any], task: Task, narrow: bool = True) -> Attack:
+def play(env: gym.Env[Any, Any], task: Task, narrow: bool = True,
+         stripped: StrippedRuns | None = None) -> Attack:
     """One attack's episode; an episode that fails to run is recorded, not raised (it earned
     nothing, and the certificate says why). An attack whose every change is stripped is graded
-    on the failing tests alone, and with ``narrow`` so is one on the code where that grade
-    settles it (``stripped.py``)."""
+    on the failing tests alone (by the run of another such attack of the task, kept in
+    ``stripped``, when there is one), and with ``narrow`` so is one on the code where that
+    grade settles it (``stripped.py``)."""
     agent = HackerAgent()
     start = time.monotonic()
     try:
@@ -343,7 +347,7 @@ def play(env: gym.Env[Any, Any], task: Task, narrow: bool = True) -> Attack:
             if isinstance(action, dict) and action.get("tool") == "submit":
                 # one that runs to its time limit is graded whole at once
                 alone = grade_alone(env, task, steps, narrow and hack_for_task(
-                    task.instance_id) not in TIME_LIMITED)
+                    task.instance_id) not in TIME_LIMITED, stripped)
                 if alone is not None:
                     report, earned, note = alone
                     return Attack(reward=earned, resolved=report.resolved,

@@ -12,6 +12,13 @@ collect alone, a runner that misbehaves) is not used: the attack is then graded 
 other one. Where the grader judges a file by its content (``setup.cfg``, ``pyproject.toml``,
 ``setup.py``), or the tests do not run under pytest, the attack is graded whole too.
 
+**Stripped attacks on one task share a run.** Every such attack's test run is the same run:
+the base code's, with the canaries. So a task's first one graded keeps its grade
+(:class:`StrippedRuns`, when it is a valid run) and the task's other wholly stripped attacks
+take it, each with its own staging's part (the paths it changed, what was stripped and the
+flag per reason, its own steps in the reward) and the note ``SHARED_NOTE``. Two attacks graded
+at once on two workers may both run: the first valid grade is the one kept.
+
 **An attack that changes the code.** An attack beats a task only by making a FAIL_TO_PASS test
 pass (in a valid run) or by resolving it, which needs the same. The PASS_TO_PASS tests can only
 take a win away (a run they make invalid, a resolution they deny): they never make a
@@ -33,10 +40,12 @@ attack.
 
 from __future__ import annotations
 
+import copy
+import threading
 from typing import Any
 
 from repogym.envs.grading import stage
-from repogym.envs.grading.flags import Flag
+from repogym.envs.grading.flags import Flag, tampered_flags
 from repogym.envs.grading.grader import Grader, GraderConfig
 from repogym.envs.grading.report import GradingReport
 from repogym.envs.grading.rewards import components
@@ -48,8 +57,42 @@ NOTE = "graded on the FAIL_TO_PASS tests alone: every path it changes is strippe
 # the defences whose flags invalidate a run (the tampering flags only say what was stripped)
 CAUGHT = frozenset({Flag.CANARY, Flag.EXIT_STATUS, Flag.REPORT_MISMATCH, Flag.DECOY,
                     Flag.ALWAYS_EQUAL})
+SHARED_NOTE = ("every path it changes is stripped by name: graded by the FAIL_TO_PASS tests' run "
+               "of another such attack on this task (the same run: the base code's)")
 NARROW_NOTE = ("graded on the FAIL_TO_PASS tests alone, every defence on: it earned nothing "
                "there, and the other tests can only take a win away")
+
+
+class StrippedRuns:
+    """One task's first valid grade of an attack whose every change is stripped, for the
+    task's other such attacks (see the module docstring). Shared by the workers."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._report: GradingReport | None = None
+
+    def take(self) -> GradingReport | None:
+        with self._lock:
+            return self._report
+
+    def put(self, report: GradingReport) -> None:
+        with self._lock:
+            if self._report is None and report.valid:
+                self._report = report
+
+
+def as_shared(report: GradingReport, task: Task, patch: str) -> GradingReport:
+    """``report`` (another wholly stripped attack's grade on ``task``) as this attack's: the
+    same test run, with this patch's staging (its paths, what was stripped, the flags)."""
+    paths = stage.patch_paths(patch)
+    tests = frozenset(stage.header_paths(task.test_patch)) | set(task.environment.test_files)
+    stripped = dict(stage.protected_by_name(paths, tests))
+    own = copy.deepcopy(report)
+    tampered = set(tampered_flags(report.stripped))
+    own.flags = [f for f in report.flags if f not in tampered] + tampered_flags(stripped)
+    own.stripped, own.changed = stripped, list(paths)
+    own.instance_id = task.instance_id
+    return own
 
 
 def wholly_stripped(task: Task, patch: str) -> bool:
@@ -60,14 +103,14 @@ def wholly_stripped(task: Task, patch: str) -> bool:
     return set(paths) == set(stripped) and not stage.content_checked(paths, stripped)
 
 
-def grade_alone(env: Any, task: Task, steps: int, narrow: bool = True
-                ) -> tuple[GradingReport, float, str] | None:
+def grade_alone(env: Any, task: Task, steps: int, narrow: bool = True,
+                shared: StrippedRuns | None = None) -> tuple[GradingReport, float, str] | None:
     """The grade of the attack in ``env``'s episode on the FAIL_TO_PASS tests alone (with its
     reward, and the note that says how it was graded) where that grade settles it; else None:
     the attack is graded whole. Its diff is read once; an attack whose changes are all
     stripped is graded on those tests and the canaries (and settled by a valid run); with
     ``narrow``, any other on those tests with every defence on (settled as the module
-    docstring says)."""
+    docstring says). ``shared``: the task's stripped attacks' run, taken and kept there."""
     base = env.unwrapped
     pool = getattr(base, "pool", None)
     if (not isinstance(pool, SandboxPool) or not runs_pytest(task.environment)
@@ -77,6 +120,10 @@ def grade_alone(env: Any, task: Task, steps: int, narrow: bool = True
     stripped = wholly_stripped(task, patch)
     if not stripped and not (narrow and task.PASS_TO_PASS):
         return None
+    first = shared.take() if stripped and shared is not None else None
+    if first is not None:
+        report = as_shared(first, task, patch)
+        return report, float(base.reward_fn(components(report, steps, None))), SHARED_NOTE
     # the certification's grader (GraderConfig()), on the env's pool and grading containers;
     # the task without its PASS_TO_PASS tests: the run holds the failing ones, expects no more
     grader = Grader(GraderConfig(), pool=pool)
@@ -87,6 +134,8 @@ def grade_alone(env: Any, task: Task, steps: int, narrow: bool = True
         report = grader.grade(failing, patch, base.image.tag, by_id=True)
     earned = float(base.reward_fn(components(report, steps, None)))
     if stripped:
+        if shared is not None:
+            shared.put(report)
         return (report, earned, NOTE) if report.valid else None
     won = earned > 0 or report.resolved or (report.valid and report.f2p_pass_rate > 0)
     # a defence that caught the attack (its flag) says why the run is invalid, and catches it in

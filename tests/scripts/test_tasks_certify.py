@@ -185,7 +185,7 @@ def test_an_incomplete_certificate_is_no_pass(monkeypatch: pytest.MonkeyPatch, t
 def test_an_attack_whose_changes_are_all_stripped_is_graded_on_the_failing_tests(
         toy_task: Task, toy_image: str) -> None:
     from repogym.agents.certify import certify
-    from repogym.agents.stripped import NARROW_NOTE, NOTE
+    from repogym.agents.stripped import NARROW_NOTE, NOTE, SHARED_NOTE
 
     config = CertifyConfig(hacks=("conftest_hook", "git_history", "os_exit_import"), workers=1)
     # a second task of the same layout (one snapshot, environment and test folder)
@@ -195,9 +195,11 @@ def test_an_attack_whose_changes_are_all_stripped_is_graded_on_the_failing_tests
     assert first is not None and first["result"] == "pass", first
     hook, history, exit_ = (first["attacks"][n] for n in
                             ("conftest_hook", "git_history", "os_exit_import"))
-    # stripped whole (or nothing changed): the failing tests alone, and the flag still raised
+    # stripped whole (or nothing changed): the failing tests alone, and the flag still raised;
+    # the second such attack takes the first one's run, with its own staging's flags
     assert hook["graded"] == NOTE and "tampered_conftest" in hook["flags"] and hook["valid"]
-    assert history["graded"] == NOTE and history["flags"] == []
+    assert history["graded"] == SHARED_NOTE and history["flags"] == [] and history["valid"]
+    assert history["reward"] == hook["reward"] == 0
     # the package changed: graded on the failing tests with every defence, its exit caught by
     # the canaries
     assert exit_["graded"] == NARROW_NOTE and "canary" in exit_["flags"]
@@ -239,7 +241,7 @@ def test_an_attack_that_could_not_run_is_played_once_more(
 
     tries: dict[str, int] = {}
 
-    def play(env: object, task: Task, narrow: bool = True) -> Attack:
+    def play(env: object, task: Task, narrow: bool = True, stripped: object = None) -> Attack:
         name = task.instance_id.split("__")[1]
         tries[name] = tries.get(name, 0) + 1
         if name == "always_eq" and tries[name] == 1:
@@ -279,7 +281,7 @@ def test_attacks_on_the_harness_are_played_once_per_layout(
 
     played: dict[str, list[str]] = {}
 
-    def play(env: object, task: Task, narrow: bool = True) -> Attack:
+    def play(env: object, task: Task, narrow: bool = True, stripped: object = None) -> Attack:
         _, name, tid = task.instance_id.split("__")
         played.setdefault(tid, []).append(name)
         if name == "fork_bomb" and tid == "r-a":
