@@ -36,7 +36,7 @@ from repogym.envs.grading.agreement import call_cases
 from repogym.envs.grading.differential import same
 from repogym.envs.grading.grader import Grader
 from repogym.envs.grading.testcmd import failing_ids, plain_ids, runs_pytest
-from repogym.errors import RepogymError, TaskError
+from repogym.errors import RepogymError, SandboxError, TaskError
 from repogym.images.repository import ensure_image
 from repogym.sandbox.base import SandboxConfig
 from repogym.sandbox.docker import DockerSandbox
@@ -196,13 +196,33 @@ class _GoldRecording:
                                  limit=64 * 1024 * 1024).output)
 
     def read(self, paths: list[str]) -> dict[str, str | None]:
-        """The texts of repository files now (None for a missing one)."""
-        script = "cd /testbed && for f in " + " ".join(shlex.quote(p) for p in paths) + \
-            "; do if [ -f \"$f\" ]; then base64 -w0 -- \"$f\"; else printf -- -; fi; echo; done"
-        lines = self.root(script).split("\n") if paths else []
-        return {p: None if line.strip() in ("", "-") else
-                base64.b64decode(line).decode("utf-8", "replace")
-                for p, line in zip(paths, lines, strict=False)}
+        """The texts of repository files now (None for a missing one). Each file's line is
+        marked with its number: what else the container prints (a shell's warning on the same
+        stream) is not taken for a file."""
+        if not paths:
+            return {}
+        script = "cd /testbed && i=0; for f in " + " ".join(shlex.quote(p) for p in paths) + \
+            "; do printf 'REPOGYM-FILE %d ' $i; if [ -f \"$f\" ]; then base64 -w0 -- \"$f\"; " \
+            "else printf -- -; fi; echo; i=$((i+1)); done"
+        out = self.root(script)
+        found: dict[int, str] = {}
+        for line in out.split("\n"):
+            if line.startswith("REPOGYM-FILE "):
+                number, _, data = line[len("REPOGYM-FILE "):].partition(" ")
+                found[int(number)] = data.strip()
+        texts: dict[str, str | None] = {}
+        for i, path in enumerate(paths):
+            data = found.get(i)
+            try:
+                if data is None:
+                    raise ValueError("no line for it")
+                texts[path] = None if data in ("", "-") else \
+                    base64.b64decode(data, validate=True).decode("utf-8", "replace")
+            except ValueError as exc:
+                raise SandboxError(f"{self.task.instance_id}: reading {path} in the container "
+                                   f"gave no file's content ({exc}); its output: {out[-300:]!r}"
+                                   ) from exc
+        return texts
 
     def apply(self, name: str, patch: str, reverse: bool = False) -> None:
         if not patch.strip():

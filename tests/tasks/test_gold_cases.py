@@ -301,3 +301,43 @@ def test_the_tracer_runs_the_failing_tests_with_their_siblings_only() -> None:
     # ids pytest cannot be given: the files
     spaced = task.with_(FAIL_TO_PASS=("tests/test_more.py::test_split[a b]",))
     assert _GoldRecording(None, spaced, EnrichConfig()).traced_ids() == []
+
+
+def test_files_read_in_a_container_are_told_from_what_else_it_prints(tmp_path: Path) -> None:
+    """A line the shell prints on the same stream (a locale warning) was taken for a file's
+    content and ended the candidate as "unexpected Error: Incorrect padding"."""
+    from repogym.errors import SandboxError
+    from repogym.schema import Task
+    from repogym.tasks.sources.enrich import EnrichConfig, _GoldRecording
+
+    (tmp_path / "pkg").mkdir()
+    (tmp_path / "pkg" / "a.py").write_text("x = 1\n")
+
+    class Box:
+        """Runs the script in bash here, on a copy of /testbed, with a warning first."""
+
+        def __init__(self, noise: str) -> None:
+            self.noise = noise
+
+        def exec(self, argv: list[str], **_kw: Any) -> Any:
+            script = argv[-1].replace("/testbed", str(tmp_path))
+            done = subprocess.run(["bash", "-c", script], capture_output=True, text=True)
+            return type("Done", (), {"output": self.noise + done.stdout})()
+
+    task = Task(instance_id="t", repo="r", base_commit="c", problem_statement="p")
+    warning = "bash: warning: setlocale: LC_ALL: cannot change locale (C.UTF-8)\n"
+    texts = _GoldRecording(Box(warning), task, EnrichConfig()).read(["pkg/a.py", "pkg/b.py"])
+    assert texts == {"pkg/a.py": "x = 1\n", "pkg/b.py": None}
+
+    class Garbled(Box):
+        def exec(self, argv: list[str], **_kw: Any) -> Any:
+            return type("Done", (), {"output": "REPOGYM-FILE 0 not*base64\n"})()
+
+    with pytest.raises(SandboxError, match="pkg/a.py.*not.base64"):  # with what came back
+        _GoldRecording(Garbled(""), task, EnrichConfig()).read(["pkg/a.py"])
+    class Cut(Box):
+        def exec(self, argv: list[str], **_kw: Any) -> Any:
+            return type("Done", (), {"output": "REPOGYM-FILE 0 eCA9IDEK\n"})()
+
+    with pytest.raises(SandboxError, match="pkg/b.py.*no line for it"):  # cut short: said
+        _GoldRecording(Cut(""), task, EnrichConfig()).read(["pkg/a.py", "pkg/b.py"])
