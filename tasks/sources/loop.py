@@ -14,6 +14,7 @@ checking those candidates again. Candidates a suite already holds are skipped wi
 from __future__ import annotations
 
 import contextlib
+import os
 import queue
 import threading
 import time
@@ -151,11 +152,21 @@ def check_one(source: TaskSource, task: Task, log: Log = log_stderr, label: str 
     except Exception as exc:  # noqa: BLE001 - a fault nobody foresaw ends this candidate only
         # (an infrastructure rejection: not journaled, so the next run tries it again, and
         # MAX_INFRA_FAILURES of them in a row stop the run)
-        where = "".join(traceback.format_exception(exc)[-3:]).strip()
-        log(f"{label or task.instance_id}: unexpected {type(exc).__name__}:\n{where}")
+        log(f"{label or task.instance_id}: unexpected {type(exc).__name__}:\n{_where(exc)}")
         first = (str(exc).splitlines() or [""])[0][:200]
         return None, (f"infrastructure: unexpected {type(exc).__name__}: {first} (a bug in "
                       "repogym; the next run tries this candidate again)")
+
+
+def _where(exc: BaseException, frames: int = 3) -> str:
+    """The last ``frames`` frames of repogym's own code the exception passed through, and the
+    exception: where the fault is (the last frames alone are often a library's)."""
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    stack = traceback.extract_tb(exc.__traceback__)
+    own = [f for f in stack if os.path.abspath(f.filename).startswith(root + os.sep)
+           and f"{os.sep}site-packages{os.sep}" not in f.filename[len(root):]]
+    shown = "".join(traceback.format_list(own[-frames:] or stack[-frames:]))
+    return (shown + "".join(traceback.format_exception_only(type(exc), exc))).strip()
 
 
 def _outcome(task: Task | Rejected, done: Task | None, reason: str) -> dict[str, Any]:

@@ -343,3 +343,21 @@ def test_an_unforeseen_error_ends_its_candidate_not_the_run() -> None:
     assert "2" not in journal.recorded and "4-boom" in journal.recorded
     assert any("unexpected SystemError" in line and "raise SystemError" in line
                for line in lines)
+
+
+def test_an_unforeseen_error_is_logged_where_repogym_met_it() -> None:
+    """The log showed the last three lines of the traceback: a library's frames (json's
+    decoder), not the line of repogym that called it."""
+    import json
+
+    from repogym.tasks.sources.loop import _where
+
+    def read_report() -> object:
+        return json.loads("{")
+
+    try:
+        read_report()
+    except ValueError as exc:
+        where = _where(exc)
+    assert "read_report" in where and 'json.loads("{")' in where
+    assert "decoder.py" not in where and where.endswith("(char 1)")
