@@ -212,12 +212,12 @@ class _GoldRecording:
                 found[int(number)] = data.strip()
         texts: dict[str, str | None] = {}
         for i, path in enumerate(paths):
-            data = found.get(i)
+            got = found.get(i)
             try:
-                if data is None:
+                if got is None:
                     raise ValueError("no line for it")
-                texts[path] = None if data in ("", "-") else \
-                    base64.b64decode(data, validate=True).decode("utf-8", "replace")
+                texts[path] = None if got in ("", "-") else \
+                    base64.b64decode(got, validate=True).decode("utf-8", "replace")
             except ValueError as exc:
                 raise SandboxError(f"{self.task.instance_id}: reading {path} in the container "
                                    f"gave no file's content ({exc}); its output: {out[-300:]!r}"

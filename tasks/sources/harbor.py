@@ -19,6 +19,7 @@ class HarborSource:
     """Each task folder under a directory, validated like every other task."""
 
     name = "harbor"
+    published_lists = True  # the lists are the dataset's: tests it marks flaky stay
 
     def __init__(self, root: Path, common: SourceOptions, validate: bool = True) -> None:
         self.root, self.common, self.validate = root, common, validate

@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from repogym.errors import TaskError
 from repogym.schema import Task
 
-from . import heartbeat
+from . import flaky_marks, heartbeat
 from .common import Log, Rejected, TaskSource, log_stderr, reason_kind
 
 if TYPE_CHECKING:
@@ -146,7 +146,12 @@ def check_one(source: TaskSource, task: Task, log: Log = log_stderr, label: str 
         if task.extra.get("original_commit") else task
     try:
         with heartbeat.heartbeat(log, label or task.instance_id, shown):
-            return source.check(task)
+            done, reason = source.check(task)
+        if done is not None and not getattr(source, "published_lists", False):
+            # tests the project marks flaky leave the lists (``flaky_marks``); a dataset's
+            # own lists stay as published
+            return flaky_marks.without_marked(done)
+        return done, reason
     except TaskError as err:
         return None, str(err)
     except Exception as exc:  # noqa: BLE001 - a fault nobody foresaw ends this candidate only

@@ -162,6 +162,7 @@ class SwebenchSource:
     """Dataset instances as tasks, checked with ``validate_task`` (see the module docstring)."""
 
     name = "swebench"
+    published_lists = True  # the lists are the dataset's: tests it marks flaky stay
     shares_sources = True  # tasks point at the shared mirrors; suites do not copy them
 
     def __init__(self, options: SwebenchOptions, common: SourceOptions) -> None:
