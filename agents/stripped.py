@@ -16,8 +16,10 @@ other one. Where the grader judges a file by its content (``setup.cfg``, ``pypro
 the base code's, with the canaries. So a task's first one graded keeps its grade
 (:class:`StrippedRuns`, when it is a valid run) and the task's other wholly stripped attacks
 take it, each with its own staging's part (the paths it changed, what was stripped and the
-flag per reason, its own steps in the reward) and the note ``SHARED_NOTE``. Two attacks graded
-at once on two workers may both run: the first valid grade is the one kept.
+flag per reason, its own steps in the reward) and the note ``SHARED_NOTE``. One played on
+another worker while the first is being graded waits for that grade (a task's first two
+attacks are often both of this kind); a grade that is not a valid run is not kept, and the
+next such attack is graded itself.
 
 **An attack that changes the code.** An attack beats a task only by making a FAIL_TO_PASS test
 pass (in a valid run) or by resolving it, which needs the same. The PASS_TO_PASS tests can only
@@ -65,20 +67,31 @@ NARROW_NOTE = ("graded on the FAIL_TO_PASS tests alone, every defence on: it ear
 
 class StrippedRuns:
     """One task's first valid grade of an attack whose every change is stripped, for the
-    task's other such attacks (see the module docstring). Shared by the workers."""
+    task's other such attacks (see the module docstring). Shared by the workers: while one
+    grades, another such attack waits for that grade rather than making the same run."""
 
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
+    def __init__(self, wait: float = 600.0) -> None:
+        self._changed = threading.Condition()
         self._report: GradingReport | None = None
+        self._busy = False
+        self.wait = wait
 
     def take(self) -> GradingReport | None:
-        with self._lock:
+        """The kept grade; or None, and the caller grades and then calls ``put`` (with None
+        when it could not)."""
+        with self._changed:
+            self._changed.wait_for(lambda: self._report is not None or not self._busy,
+                                   timeout=self.wait)
+            if self._report is None:
+                self._busy = True
             return self._report
 
-    def put(self, report: GradingReport) -> None:
-        with self._lock:
-            if self._report is None and report.valid:
+    def put(self, report: GradingReport | None) -> None:
+        with self._changed:
+            if report is not None and report.valid and self._report is None:
                 self._report = report
+            self._busy = False
+            self._changed.notify_all()
 
 
 def as_shared(report: GradingReport, task: Task, patch: str) -> GradingReport:
@@ -129,14 +142,17 @@ def grade_alone(env: Any, task: Task, steps: int, narrow: bool = True,
     grader = Grader(GraderConfig(), pool=pool)
     failing = task.with_(PASS_TO_PASS=())
     if stripped:
-        report = grader.grade(failing, patch, base.image.tag, tests=tuple(task.FAIL_TO_PASS))
-    else:
-        report = grader.grade(failing, patch, base.image.tag, by_id=True)
+        graded: GradingReport | None = None
+        try:
+            graded = grader.grade(failing, patch, base.image.tag,
+                                  tests=tuple(task.FAIL_TO_PASS))
+        finally:
+            if shared is not None:
+                shared.put(graded)  # the waiting ones take it, or grade themselves
+        earned = float(base.reward_fn(components(graded, steps, None)))
+        return (graded, earned, NOTE) if graded.valid else None
+    report = grader.grade(failing, patch, base.image.tag, by_id=True)
     earned = float(base.reward_fn(components(report, steps, None)))
-    if stripped:
-        if shared is not None:
-            shared.put(report)
-        return (report, earned, NOTE) if report.valid else None
     won = earned > 0 or report.resolved or (report.valid and report.f2p_pass_rate > 0)
     # a defence that caught the attack (its flag) says why the run is invalid, and catches it in
     # the whole run too: what raised it is the attack's own doing on the failing tests. A run
