@@ -151,9 +151,9 @@ def gold_functions(patch: str, before: dict[str, str], config: LeakConfig) -> li
         # property's getter and setter, a definition per Python version): a function is
         # unchanged when any definition of its name before the patch is the same
         old: dict[str, list[Function]] = {}
-        for f in normast.functions(before.get(path, ""), path):
+        for f in _functions(path, before.get(path, "").encode("utf-8", "surrogateescape")):
             old.setdefault(f.qualname, []).append(f)
-        new = normast.functions(text, path)
+        new = _functions(path, text.encode("utf-8", "surrogateescape"))
         for fn in new:
             priors = old.get(fn.qualname, [])
             if len(fn.tokens) < config.min_tokens or any(p.tokens == fn.tokens for p in priors):
@@ -237,20 +237,21 @@ def _archived(path: str, data: bytes) -> Iterator[tuple[str, bytes]]:
         return
 
 
-_PARSED: dict[str, list[tuple[str, tuple[str, ...]]]] = {}  # content hash -> functions
+# (content hash, path) -> the file's functions: parsed once, and each function's digest and
+# identifiers computed once, for every candidate of the image and every image holding the file
+_PARSED: dict[tuple[str, str], list[Function]] = {}
 _PARSED_MAX = 200_000
 
 
 def _functions(path: str, data: bytes) -> list[Function]:
-    key = hashlib.sha1(data).hexdigest()
+    key = (hashlib.sha1(data).hexdigest(), path)
     found = _PARSED.get(key)
     if found is None:
-        text = data.decode("utf-8", errors="replace")
-        found = [(f.qualname, f.tokens) for f in normast.functions(text)]
+        found = normast.functions(data.decode("utf-8", errors="replace"), path)
         if len(_PARSED) >= _PARSED_MAX:
             _PARSED.clear()
         _PARSED[key] = found
-    return [Function(path, qualname, tokens) for qualname, tokens in found]
+    return found
 
 
 def _needles(gold: Gold) -> tuple[bytes, list[bytes]]:

@@ -13,6 +13,7 @@ tokens, and :func:`similarity` (difflib's ratio over the token sequences) stays 
 from __future__ import annotations
 
 import ast
+import functools
 import hashlib
 from collections import defaultdict
 from collections.abc import Callable, Iterator
@@ -27,7 +28,8 @@ _SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)
 
 @dataclass(frozen=True)
 class Function:
-    """One function or method of a file, normalised."""
+    """One function or method of a file, normalised. What is derived from its tokens is
+    computed once per object (the leak check keeps the objects of a file it has parsed)."""
 
     path: str
     qualname: str
@@ -37,18 +39,18 @@ class Function:
     def name(self) -> str:
         return self.qualname.rsplit(".", 1)[-1]
 
-    @property
+    @functools.cached_property
     def tail(self) -> str:
         """Its name, after its class's (a method) or its enclosing function's (a nested one):
         what "the same function" means."""
         parts = [p for p in self.qualname.split(".") if p != "<locals>"]
         return ".".join(parts[-2:])
 
-    @property
+    @functools.cached_property
     def digest(self) -> str:
         return hashlib.sha1("\n".join(self.tokens).encode()).hexdigest()
 
-    @property
+    @functools.cached_property
     def identifiers(self) -> frozenset[str]:
         """The names it uses without binding them: what says what it calls."""
         return frozenset(t for t in self.tokens if t.startswith(("N:", "Attr:", "kw:"))
