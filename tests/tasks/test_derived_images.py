@@ -59,8 +59,8 @@ def test_a_synthetic_task_gets_its_snapshots_image_and_one_layer(tmp_path: Path)
         assert run(tag, f"cat /testbed/{path}") == expected
         # the snapshot's version of the file is the gold code: no object of it is left
         blob = git(work.path, "rev-parse", f"{work.head}:{path}").strip()
-        assert run(tag, f"git -C /testbed cat-file -e {blob} 2>/dev/null && echo kept || echo gone; "
-                        f"find /testbed -name '*.pyc' | wc -l") == "gone\n0\n"
+        assert run(tag, f"git -C /testbed cat-file -e {blob} 2>/dev/null && echo kept || "
+                        f"echo gone; find /testbed -name '*.pyc' | wc -l") == "gone\n0\n"
     # (the pristine copy first: git status rewrites the index)
     state = run(tag, "cd /testbed && diff -r /testbed /opt/repogym-pristine/testbed && echo same "
                      "&& git rev-list --all | wc -l && git status --porcelain | wc -l && find . "
