@@ -12,7 +12,15 @@ pickles the arguments of two kinds of calls into the repository's code:
   changes or adds (the host finds them from the patch and the AST and names their places).
 
 A function is keyed by where its code starts (``path:line:name``); the host turns keys into
-qualnames with the AST. Like the replication tracer (which travels with it as
+qualnames with the AST.
+
+**A time budget** (``budget`` seconds of the traced run, 0: none): every call of the test
+process goes through the tracer, and tests that make millions of calls (more-itertools'
+prime-number tests: 32 s alone, 100 s traced) cost minutes for calls beyond what it keeps.
+Once the budget is spent the tracer writes what it saw and ends the process: what the tests
+called until then are the inputs (a run cut short says so, ``stopped``).
+
+Like the replication tracer (which travels with it as
 ``repogym_trace``), this file imports only the standard library and runs on Python 3.9.
 """
 
@@ -27,6 +35,7 @@ import os
 import pickle
 import sys
 import threading
+import time
 from typing import Any
 
 try:  # on the host
@@ -44,6 +53,7 @@ TEST_DIRS = frozenset({"test", "tests", "testing", "e2e", "__tests__"})
 TEST_FILES = frozenset({"conftest.py", "pytest.ini", "tests.py", "test.py"})
 MAX_WRAPPERS = 3  # nested package frames walked through to find the test that called
 MAX_TESTS = 50  # names of the tests that called a function, kept per function
+CLOCK_EVERY = 4096  # calls between two looks at the clock (the budget's)
 
 
 def is_test_file(relpath: str) -> bool:
@@ -65,6 +75,11 @@ class GoldTracer:
                        for t in config["targets"] for line in t["lines"]}
         self.max_calls, self.max_bytes = config["max_calls"], config["max_bytes"]
         self.max_functions = config["max_functions"]
+        budget = float(config.get("budget") or 0)
+        self.deadline = time.monotonic() + budget if budget > 0 else None
+        self.out = config.get("out", "")
+        self.seen = 0  # calls seen, for the clock
+        self.stopped = ""  # why the run was cut short, if it was
         self.kinds: dict[Any, int] = {}
         self.keys: dict[Any, str] = {}
         self.starts: dict[Any, int] = {}  # a generator's code: where its first entry stands
@@ -74,6 +89,10 @@ class GoldTracer:
     def profile(self, frame: Any, event: str, arg: Any) -> None:
         if event != "call":
             return
+        if self.deadline is not None:
+            self.seen += 1
+            if self.seen % CLOCK_EVERY == 0 and time.monotonic() > self.deadline:
+                self.end("budget")
         code = frame.f_code
         kind = self.kinds.get(code)
         if kind is None:
@@ -159,11 +178,19 @@ class GoldTracer:
             "args": [base64.b64encode(b).decode() for b in blobs],
             "kwargs": {k: base64.b64encode(v).decode() for k, v in named.items()}})
 
+    def end(self, why: str) -> None:
+        """The budget is spent: what was seen is written and the process ends at once (the
+        rest of the run would only be slower tests, none of their calls kept)."""
+        self.stopped = why
+        self.dump(self.out)
+        os._exit(0)
+
     def dump(self, out_dir: str) -> None:
         sys.setprofile(None)
         threading.setprofile(None)  # type: ignore[arg-type]
         data = {"functions": self.functions,
-                "calls": {k: list(v.values()) for k, v in self.calls.items()}}
+                "calls": {k: list(v.values()) for k, v in self.calls.items()},
+                **({"stopped": self.stopped} if self.stopped else {})}
         with open(os.path.join(out_dir, f"gold-{os.getpid()}.json"), "w") as f:
             json.dump(data, f)
 

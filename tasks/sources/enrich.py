@@ -77,6 +77,9 @@ class EnrichConfig:
     # passing siblings of the failing tests (their class, their function's other cases) traced
     # with them, a seeded sample: where regression cases' calls come from besides theirs
     neighbours: int = 20
+    # seconds the traced run may take: it then ends with what it saw (``boundary.py``); the
+    # failing tests of a task traced in 2-3 s, one of more-itertools' in 125 s
+    trace_budget: float = 20.0
     call_timeout: float = 2.0  # seconds per call at grading
     slow_call: float = 0.2  # gold calls slower than this are dropped
     seed: int = 0
@@ -91,6 +94,8 @@ class EnrichConfig:
             raise ValueError(f"{bad or 'max_traced/max_generated/max_regression/neighbours'}: "
                              "give positive counts (max_traced, max_generated, max_regression, "
                              "neighbours >= 0).")
+        if self.trace_budget < 0:
+            raise ValueError(f"trace_budget={self.trace_budget}: give seconds >= 0 (0: none).")
         if not 0 < self.slow_call < self.call_timeout:
             raise ValueError(f"slow_call={self.slow_call}: give 0 < slow_call < call_timeout "
                              f"({self.call_timeout}).")
@@ -190,6 +195,7 @@ class _GoldRecording:
 
     def __init__(self, box: Any, task: Task, config: EnrichConfig) -> None:
         self.box, self.task, self.config = box, task, config
+        self.cut_short = False  # the traced run ended at its time budget
 
     def root(self, script: str, timeout: float = 120) -> str:
         return str(self.box.exec(["bash", "-c", script], user="root", timeout=timeout,
@@ -270,6 +276,8 @@ class _GoldRecording:
             return self.task, f"no discriminating input among {tried} tried " \
                 f"({len(kept)} settled) over {len(traced)} functions"
         recorded["tried"] = tried
+        if self.cut_short:
+            recorded["trace_budget"] = self.config.trace_budget
         recorded["seconds"] = clock.laps
         note = summary(recorded)
         return self.task.with_(extra={**self.task.extra, GOLD_CASES: recorded}), note
@@ -305,6 +313,7 @@ class _GoldRecording:
         c = self.config
         spec = {"root": "/testbed", "out": OUT_DIR, "max_calls": c.max_calls,
                 "max_bytes": c.max_bytes, "max_functions": c.max_traced_functions,
+                "budget": c.trace_budget,
                 "targets": [{"path": f"/testbed/{p.path}", "name": p.name,
                              "lines": list(p.lines)} for p in targets]}
         with open(str(boundary.__file__), "rb") as f:
@@ -315,6 +324,7 @@ class _GoldRecording:
                            TRACE_DIR, OUT_DIR, "gold-*.json", ids=self.traced_ids())
         functions: dict[str, Any] = {}
         calls: dict[str, dict[str, Any]] = {}
+        self.cut_short = any(data.get("stopped") for data in dumps)
         for data in dumps:
             for key, info in data["functions"].items():
                 seen = functions.setdefault(key, {**info, "from_tests": 0, "tests": []})

@@ -11,6 +11,7 @@ import pickle
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -57,11 +58,15 @@ def test_changed_functions_come_from_the_hunks_and_the_ast() -> None:
 # --- the tracer in a real process -------------------------------------------------------------
 
 
-def run_traced(folder: Path, targets: list[Any]) -> dict[str, Any]:
-    """The toy's tests on the gold code under the tracer, loaded as the container loads it."""
+def run_traced(folder: Path, targets: list[Any], budget: float = 0.0, timeout: float = 300,
+               more: dict[str, str] | None = None) -> dict[str, Any]:
+    """The toy's tests on the gold code under the tracer, loaded as the container loads it
+    (``more``: test files besides the toy's)."""
     write_repo(folder)
     (folder / "inv" / "core.py").write_text(GOLD)
     (folder / "tests" / "test_fix.py").write_text(HIDDEN_TESTS)
+    for name, text in (more or {}).items():
+        (folder / "tests" / name).write_text(text)
     hook = folder.parent / "hook"
     hook.mkdir()
     shutil.copy(boundary.__file__, hook / "repogym_boundary.py")
@@ -70,7 +75,7 @@ def run_traced(folder: Path, targets: list[Any]) -> dict[str, Any]:
     out = folder.parent / "out"
     out.mkdir()
     config = {"root": str(folder), "out": str(out), "max_calls": 50, "max_bytes": 4096,
-              "max_functions": 40,
+              "max_functions": 40, "budget": budget,
               "targets": [{"path": str(folder / p.path), "name": p.name, "lines": list(p.lines)}
                           for p in targets]}
     (hook / "config.json").write_text(json.dumps(config))
@@ -78,7 +83,7 @@ def run_traced(folder: Path, targets: list[Any]) -> dict[str, Any]:
            "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1", "PYTHONDONTWRITEBYTECODE": "1"}
     proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
                            "tests"], cwd=folder, env=env, capture_output=True, text=True,
-                          timeout=300)
+                          timeout=timeout)
     assert proc.returncode == 0, proc.stdout[-2000:]
     [dump] = list(out.glob("gold-*.json"))
     return dict(json.loads(dump.read_text()))
@@ -118,6 +123,34 @@ def test_tracer_records_boundary_calls_and_the_patch_functions(tmp_path: Path) -
         sys.path.remove(str(repo))
         for name in [m for m in sys.modules if m == "inv" or m.startswith("inv.")]:
             sys.modules.pop(name)
+
+
+SLOW_TESTS = """\
+import time
+from inv import parse_qty
+
+
+def test_a_million_calls():
+    end = time.monotonic() + 600
+    while time.monotonic() < end:
+        assert parse_qty("7") == 7
+"""
+
+
+def test_the_traced_run_ends_at_its_time_budget_with_what_it_saw(tmp_path: Path) -> None:
+    """A test that calls the package millions of times (more-itertools' prime-number tests:
+    125 s under the tracer) costs the recording no more than its budget: the tracer writes what
+    it saw and ends the run, saying so."""
+    targets = places({"inv/core.py": GOLD}, {"inv/core.py": ["_clean"]})
+    start = time.monotonic()
+    data = run_traced(tmp_path / "inv", targets, budget=2.0, timeout=120,
+                      more={"test_slow.py": SLOW_TESTS})
+    assert time.monotonic() - start < 60  # the loop alone runs 600 s
+    assert data["stopped"] == "budget"
+    seen = {info["name"]: info for info in data["functions"].values()}
+    assert "test_a_million_calls" in seen["parse_qty"]["tests"]
+    assert any(load(c) == ["7"] for c in data["calls"][next(
+        k for k, info in data["functions"].items() if info["name"] == "parse_qty")])
 
 
 # --- sorting and keeping ----------------------------------------------------------------------
