@@ -80,9 +80,9 @@ def _common_parser() -> argparse.ArgumentParser:
                         help="selective (default): only the tests a candidate's change reaches, "
                         "one full run for a kept one; full: every run of the whole suite in "
                         "the candidate's own image")
-    common.add_argument("--confirm-batch", type=int, default=4, metavar="K",
+    common.add_argument("--confirm-batch", type=int, default=8, metavar="K",
                         help="kept candidates of one snapshot whose changes reach different "
-                        "tests share one confirming full run, K at most (default 4; 1: a full "
+                        "tests share one confirming full run, K at most (default 8; 1: a full "
                         "run of its own for each)")
     common.add_argument("--ray", metavar="ADDRESS", default=None,
                         help="check candidates on a Ray cluster (auto, local or HEAD:6379); "

@@ -129,20 +129,23 @@ class Shared:
 
 
 class Batches:
-    """Open batches per snapshot image; ``size`` members at most."""
+    """Open batches per snapshot image; ``size`` members at most. A member joins the first
+    open batch none of whose members' changes reach a test of its own, or opens another: one
+    that overlaps a batch does not cut it short."""
 
     def __init__(self, size: int, gate: Gate | None) -> None:
         self.size, self.gate = size, gate
         self._cond = threading.Condition()
-        self._open: dict[str, _Batch] = {}
+        self._open: dict[str, list[_Batch]] = {}
         if gate is not None:
             gate.on_idle.append(self.flush)
 
     def flush(self) -> None:
         """Closes every open batch: they run with the members they have."""
         with self._cond:
-            for batch in self._open.values():
-                batch.closed = True
+            for batches in self._open.values():
+                for batch in batches:
+                    batch.closed = True
             self._open.clear()
             self._cond.notify_all()
 
@@ -153,24 +156,20 @@ class Batches:
         if self.size < 2 or self.gate is None or not self.gate.inside():
             return None
         with self._cond:
-            batch = self._open.get(image)
-            if batch is not None and not batch.accepts(member):
-                batch.closed = True  # runs as it is; this member opens the next one
-                self._cond.notify_all()
-                batch = None
+            batches = self._open.setdefault(image, [])
+            batch = next((b for b in batches if b.accepts(member)), None)
             if batch is None:
-                batch = self._open[image] = _Batch()
+                batch = _Batch()
+                batches.append(batch)
             batch.members.append(member)
             if len(batch.members) >= self.size:
                 batch.closed = True
-                del self._open[image]
+                batches.remove(batch)
                 self._cond.notify_all()
         with self.gate.stepped_out():
             with self._cond:
                 while not batch.closed:
                     self._cond.wait()
-                if self._open.get(image) is batch:
-                    del self._open[image]
                 runner = batch.runner is None
                 if runner:
                     batch.runner = member

@@ -99,7 +99,7 @@ class CheckOptions:
     workers: int = 1  # warm grading containers kept per image
     seed: int = 0
     trace_factor: float = 2.0  # the mapping run may take this many times the task's timeout
-    confirm_batch: int = 4  # kept candidates one confirming full run may serve (batches.py)
+    confirm_batch: int = 8  # kept candidates one confirming full run may serve (batches.py)
 
     def __post_init__(self) -> None:
         if self.runs < 1:

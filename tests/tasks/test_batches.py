@@ -68,6 +68,46 @@ def test_members_reaching_the_same_test_do_not_share_a_run() -> None:
     assert runs == [] and out == {"a": None, "b": None}
 
 
+def test_a_member_that_overlaps_a_batch_joins_another_and_leaves_it_open() -> None:
+    """Checks arriving in the order a, b, c, d; b reaches a's test: it opens a second batch,
+    and c and d fill the two (closing the first batch at b would have left a and d alone:
+    three full runs instead of two)."""
+    gate = Gate(2)
+    batches = Batches(2, gate)
+    runs: list[str] = []
+    lock = threading.Lock()
+
+    def run(patch: str) -> GradingReport:
+        with lock:
+            runs.append(patch)
+        return _report({})
+
+    def arrived() -> int:  # members waiting in an open batch, or in a run made
+        with batches._cond:
+            waiting = sum(len(b.members) for bs in batches._open.values() for b in bs)
+        with lock:
+            return waiting + sum(r.count("--- ") for r in runs)
+
+    threads = []
+    with gate.working():  # a check in flight that is not waiting: no batch runs early
+        for name, tests in [("a", {"t1"}), ("b", {"t1"}), ("c", {"t2"}), ("d", {"t2"})]:
+            member = _member(name, tests)
+
+            def check(m: Member = member) -> None:
+                with gate.working():
+                    batches.confirm("image", m, run)
+
+            threads.append(threading.Thread(target=check))
+            threads[-1].start()
+            deadline = time.monotonic() + 10
+            while arrived() < len(threads) and time.monotonic() < deadline:
+                time.sleep(0.01)
+    for t in threads:
+        t.join(timeout=20)
+        assert not t.is_alive(), "a check never got its confirming run"
+    assert sorted(runs) == ["--- a\n--- c\n", "--- b\n--- d\n"]
+
+
 def test_a_lone_member_is_not_kept_waiting_when_nothing_else_is_in_flight() -> None:
     gate = Gate(1)
     batches = Batches(4, gate)
