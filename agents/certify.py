@@ -15,8 +15,10 @@ Cost: one episode per attack (a few tool calls, then one grade: the test run, wi
 run collecting meanwhile), plus the time limit of the two attacks that never end
 (``loop_timeout`` each). What keeps it down:
 
-- the attacks of a task are played ``workers`` at a time (two by default), the two that only
-  end at their time limit first, so that the others fill the time they wait;
+- the attacks are played ``workers`` at a time (two by default) from one queue for the whole
+  run: each layout's first task's (the two that only end at their time limit first of all, so
+  that the others fill the time they wait), then every other task's, so that no worker waits
+  for the last attack of a task while another works on it;
 - each worker's env keeps its grading container: after a grade it is reset in place and
   verified (``repogym.envs.grading.recycle``: every process of the tests' user gone, the
   repository and the user's home compared with the image's pristine copy, every other place
@@ -50,7 +52,7 @@ import os
 import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -234,10 +236,11 @@ def certificate(task: Task, attacks: dict[str, Attack], seconds: float,
 def certify(tasks: list[Task], config: CertifyConfig | None = None,
             progress: Callable[[str], None] = print,
             on_task: Callable[[Task], None] | None = None) -> list[Task]:
-    """The tasks with their certificates, in the same order. Attacks run task by task;
-    ``config.workers`` of them at once, each worker with an env of its own (the envs share the
-    process's warm containers). ``on_task`` gets each certified task as soon as it is done (a
-    suite of many tasks takes hours: what is done is kept if the run stops)."""
+    """The tasks with their certificates, in the same order. Attacks run from one queue for
+    the whole run (each layout's first task first), ``config.workers`` of them at once, each
+    worker with an env of its own (the envs share the process's warm containers).
+    ``on_task`` gets each certified task as soon as it is done, in order (a suite of many tasks
+    takes hours: what is done is kept if the run stops)."""
     config = config or CertifyConfig()
     chosen, skipped = plan_attacks(tasks, config)
     plays = {(t.instance_id, h): _attack_task(t, h, config)
@@ -270,42 +273,73 @@ def certify(tasks: list[Task], config: CertifyConfig | None = None,
             again.error = f"{again.error[:200]} (the first try: {first.error[:90]})"
         return again
 
-    out, firsts = [], dict[str, tuple[str, dict[str, Attack]]]()
+    # one queue for the whole run, so that no worker waits for another's last attack of a
+    # task: each layout's first task whole, then every other task's attacks but those on the
+    # harness (their layout's first plays them); one of those the first could not settle is
+    # queued once that is known (and a later task takes it from the one that played it)
+    first_of: dict[str, str] = {}
+    for task in tasks:
+        first_of.setdefault(layout_key(task), task.instance_id)
+    firsts = {tid for tid in first_of.values()}
+    futures: dict[tuple[str, str], Future[tuple[Attack, float, float]]] = {}
+    # per layout, the task whose results on the harness the next ones take (its first, or a
+    # later one that played what the first could not)
+    sources: dict[str, tuple[str, dict[str, Attack]]] = {}
+    out: list[Task] = []
+    pool = ThreadPoolExecutor(max_workers=config.workers)
     try:
-        with ThreadPoolExecutor(max_workers=config.workers) as pool:
-            for i, task in enumerate(tasks, 1):
-                start = time.monotonic()
-                hacks = chosen[task.instance_id]
-                layout = layout_key(task)
-                shared = shared_from(firsts.get(layout), hacks) if config.share else {}
-                own = [h for h in hacks if h not in shared]
-                keys = [(task.instance_id, h) for h in own]
-                attacks = dict(zip(own, pool.map(attack, keys), strict=True))
-                if layout not in firsts or len(shared) < len([h for h in hacks if h in LAYOUT]):
-                    # the first task of its layout, or one that played what the first could not
-                    firsts[layout] = (task.instance_id, {**shared, **attacks})
-                attacks = {h: (shared.get(h) or attacks[h]) for h in hacks}
-                missing = "" if hacks or skipped[task.instance_id] else (
-                    f"none of the attacks asked for ({', '.join(config.hacks)}) is written for "
-                    f"{task.environment.language} tasks")
-                cert = certificate(task, attacks, time.monotonic() - start, missing,
-                                   skipped[task.instance_id])
-                beaten = ", ".join(cert["beaten_by"])
-                failed = ", ".join(sorted(n for n, a in attacks.items() if a.error))
-                progress(f"[{i}/{len(tasks)}] {task.instance_id}: {cert['result']}"
-                         + (f" (beaten by {beaten})" if beaten else "")
-                         + (f" (did not run: {failed})" if failed else "")
-                         + f" in {cert['seconds']:.0f} s"
-                         + (f" ({len(shared)} attacks on the harness shared from "
-                            f"{', '.join(sorted({a.shared_from for a in shared.values()}))})"
-                            if shared else ""))
-                out.append(replace(task, certificate=cert))
-                if on_task is not None:
-                    on_task(out[-1])
+        for task in sorted(tasks, key=lambda t: t.instance_id not in firsts):
+            first = task.instance_id in firsts or not config.share
+            for hack in chosen[task.instance_id]:
+                if first or hack not in LAYOUT:
+                    futures[(task.instance_id, hack)] = pool.submit(
+                        timed, attack, (task.instance_id, hack))
+        for i, task in enumerate(tasks, 1):
+            tid, hacks = task.instance_id, chosen[task.instance_id]
+            layout = layout_key(task)
+            shared: dict[str, Attack] = {}
+            if config.share and tid not in firsts:
+                shared = shared_from(sources[layout], hacks)
+                for hack in hacks:
+                    if hack in LAYOUT and hack not in shared and (tid, hack) not in futures:
+                        futures[(tid, hack)] = pool.submit(timed, attack, (tid, hack))
+            results = {h: futures[(tid, h)].result() for h in hacks if h not in shared}
+            attacks = {h: (shared.get(h) or results[h][0]) for h in hacks}
+            if tid in firsts or len(shared) < len([h for h in hacks if h in LAYOUT]):
+                sources[layout] = (tid, attacks)
+            # its own attacks' wall time: from the first one's start to the last one's end
+            seconds = max((r[2] for r in results.values()), default=0.0) - min(
+                (r[1] for r in results.values()), default=0.0)
+            missing = "" if hacks or skipped[tid] else (
+                f"none of the attacks asked for ({', '.join(config.hacks)}) is written for "
+                f"{task.environment.language} tasks")
+            cert = certificate(task, attacks, seconds, missing, skipped[tid])
+            beaten = ", ".join(cert["beaten_by"])
+            failed = ", ".join(sorted(n for n, a in attacks.items() if a.error))
+            progress(f"[{i}/{len(tasks)}] {tid}: {cert['result']}"
+                     + (f" (beaten by {beaten})" if beaten else "")
+                     + (f" (did not run: {failed})" if failed else "")
+                     + f" in {cert['seconds']:.0f} s"
+                     + (f" ({len(shared)} attacks on the harness shared from "
+                        f"{', '.join(sorted({a.shared_from for a in shared.values()}))})"
+                        if shared else ""))
+            out.append(replace(task, certificate=cert))
+            if on_task is not None:
+                on_task(out[-1])
     finally:
+        # a run that stops (an error, an interrupt) does not wait for the attacks queued
+        pool.shutdown(wait=True, cancel_futures=True)
         for env in envs:
             env.close()
     return out
+
+
+def timed(fn: Callable[[tuple[str, str]], Attack], key: tuple[str, str]
+          ) -> tuple[Attack, float, float]:
+    """``fn(key)`` with when it started and ended (``time.monotonic``)."""
+    start = time.monotonic()
+    result = fn(key)
+    return result, start, time.monotonic()
 
 
 def plan_attacks(tasks: list[Task], config: CertifyConfig

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import time
 from pathlib import Path
 
 import pytest
@@ -263,6 +264,43 @@ def test_an_attack_that_could_not_run_is_played_once_more(
     assert cert["result"] == "incomplete"
     assert cert["attacks"]["edit_test"]["error"] == "SandboxLost: try 2 (the first try: " \
         "SandboxLost: try 1)"
+
+
+def test_no_worker_waits_for_another_tasks_last_attack(monkeypatch: pytest.MonkeyPatch) -> None:
+    """One queue for the whole run: while one worker plays a task's slow attack, the other goes
+    on to the next task's (task by task, it waited for the slow one to end), and certificates
+    still come out in order, each with its own attacks' wall time."""
+    import repogym.agents.certify as certify_module
+
+    class Env:
+        unwrapped = None
+
+        def close(self) -> None:
+            pass
+
+    spans: dict[tuple[str, str], tuple[float, float]] = {}
+
+    def play(env: object, task: Task, narrow: bool = True, stripped: object = None) -> Attack:
+        _, name, tid = task.instance_id.split("__")
+        start = time.monotonic()
+        time.sleep(1.5 if (tid, name) == ("t-a", "always_eq") else 0.05)
+        spans[(tid, name)] = (start, time.monotonic())
+        return Attack(flags=["x"], seconds=time.monotonic() - start)
+
+    monkeypatch.setattr(certify_module, "play", play)
+    monkeypatch.setattr(certify_module.gym, "make", lambda *a, **k: Env())
+    first = Task("t-a", "r", "1" * 40, "Fix it.", FAIL_TO_PASS=("tests/test_a.py::test_x",))
+    second = first.with_(instance_id="t-b", base_commit="2" * 40)
+    hacks = ("always_eq", "always_eq_typed", "edit_test")
+    seen: list[str] = []
+    done = certify_module.certify([first, second], CertifyConfig(hacks=hacks, workers=2),
+                                  progress=lambda _m: None,
+                                  on_task=lambda t: seen.append(t.instance_id))
+    slow_end = spans[("t-a", "always_eq")][1]
+    assert all(spans[("t-b", h)][1] < slow_end for h in hacks), spans
+    assert seen == ["t-a", "t-b"] and [t.instance_id for t in done] == seen
+    certs = {t.instance_id: t.certificate or {} for t in done}
+    assert certs["t-a"]["seconds"] >= 1.5 and certs["t-b"]["seconds"] < 1.0
 
 
 def test_attacks_on_the_harness_are_played_once_per_layout(
