@@ -98,6 +98,34 @@ def test_a_finished_project_is_not_run_again(tmp_path: Path) -> None:
     assert state["status"] == "no source" and "no mirror of nobody/nothing" in state["error"]
 
 
+def test_a_project_whose_tasks_add_failed_is_run_again_and_says_why(tmp_path: Path) -> None:
+    """tasks add refuses to resume a progress file written by another configuration (another
+    checkout of repogym) with exit 2: that is no finished project. It was recorded "done" and
+    skipped from then on; the table showed a line of its log as though it had run."""
+    tool = corpus_tool()
+    corpus = tmp_path / "corpus.json"
+    corpus.write_text(json.dumps({"projects": [
+        {"name": "a", "source": "pypi", "spec": "a==1", "why": "x"},
+        {"name": "b", "source": "pypi", "spec": "b==1", "why": "x"}]}))
+    fake = tmp_path / "repogym"  # stands in for the command: exits as tasks add would
+    fake.write_text("#!/bin/sh\ncase \"$4\" in a==1) echo 'repogym: error: progress.jsonl "
+                    "belongs to an unfinished run with another configuration'; exit 2;; "
+                    "*) exit 1;; esac\n")
+    fake.chmod(0o755)
+    out = tmp_path / "out"
+    argv = ["--corpus", str(corpus), "run", "--out", str(out), "--repogym", str(fake)]
+    assert tool.main(argv) == 1
+    a, b = (json.loads((out / f"{n}.json").read_text()) for n in "ab")
+    assert (a["status"], a["exit"]) == ("failed", 2) and "another configuration" in a["error"]
+    assert (b["status"], b["exit"]) == ("done", 1)  # ran, kept nothing: finished
+    row = next(r for r in tool.markdown([tool.project_row(
+        {"name": "a", "source": "pypi", "spec": "a==1"}, out)]).splitlines() if "| a |" in r)
+    assert "failed (exit 2): repogym: error: progress.jsonl belongs" in row
+    fake.write_text("#!/bin/sh\necho \"$4\" >> " + str(tmp_path / "ran") + "\nexit 0\n")
+    assert tool.main(argv) == 0
+    assert (tmp_path / "ran").read_text().split() == ["a==1"]  # b finished: not again
+
+
 def test_keep_goes_to_every_tasks_add(tmp_path: Path) -> None:
     tool = corpus_tool()
     project = {"name": "a", "source": "pypi", "spec": "a==1", "why": "x"}

@@ -124,10 +124,22 @@ def run_one(project: dict[str, Any], out: Path, args: argparse.Namespace) -> dic
               "seconds": round(seconds + (before.get("seconds", 0) if before.get(
                   "status") == "interrupted" else 0), 1),
               "load": load.summary(), "finished": time.strftime("%Y-%m-%dT%H:%M:%S"),
-              "status": "interrupted" if proc.returncode == 130 else "done"}
+              "status": status_of(proc.returncode)}
+    if record["status"] == "failed":  # what tasks add said, for the table
+        record["error"] = _last_error(out / f"{project['name']}.log")
     state.write_text(json.dumps(record, indent=1) + "\n")
     print(f"[corpus] {project['name']}: exit {proc.returncode} in {seconds:.0f} s", flush=True)
     return record
+
+
+def status_of(code: int) -> str:
+    """What a project's ``tasks add`` ended with: ``done`` when it ran its candidates (exit 0,
+    or 1: none kept), ``interrupted`` when stopped (130, or a signal), else ``failed`` (2: it
+    refused to start, such as a progress file of another configuration; or a crash). Only a
+    ``done`` project is skipped the next time."""
+    if code in (0, 1):
+        return "done"
+    return "interrupted" if code == 130 or code < 0 else "failed"
 
 
 def run(args: argparse.Namespace) -> int:
@@ -206,7 +218,8 @@ def markdown(rows: list[dict[str, Any]]) -> str:
     lines = []
     for r in rows:
         if "tried" not in r:
-            lines.append(f"| {r['name']} | {r['spec']} | | | {r['status']}: "
+            status = r["status"] + (f" (exit {r['exit']})" if r.get("exit") else "")
+            lines.append(f"| {r['name']} | {r['spec']} | | | {status}: "
                          f"{_cell(r.get('error', ''))} | | | | |")
             continue
         rejected = ", ".join(f"{k} ({v})" for k, v in r["rejected"].items()) or "none"
