@@ -280,7 +280,7 @@ def certify(tasks: list[Task], config: CertifyConfig | None = None,
     first_of: dict[str, str] = {}
     for task in tasks:
         first_of.setdefault(layout_key(task), task.instance_id)
-    firsts = {tid for tid in first_of.values()}
+    firsts = set(first_of.values())
     futures: dict[tuple[str, str], Future[tuple[Attack, float, float]]] = {}
     # per layout, the task whose results on the harness the next ones take (its first, or a
     # later one that played what the first could not)
