@@ -132,3 +132,16 @@ def write_repo(root: Path) -> Path:
         (root / name).parent.mkdir(parents=True, exist_ok=True)
         (root / name).write_text(text)
     return root
+
+# a test that calls the package millions of times (more-itertools' prime-number tests: 125 s
+# under the gold cases' tracer): the traced run must end at its time budget
+SLOW_TESTS = """\
+import time
+from inv import parse_qty
+
+
+def test_a_million_calls():
+    end = time.monotonic() + 600
+    while time.monotonic() < end:
+        assert parse_qty("7") == 7
+"""

@@ -11,7 +11,18 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from gold_toy import CORE, ELSEWHERE, F2P, FIXED_CLEAN, GOLD, HIDDEN_TESTS, P2P, unified, write_repo
+from gold_toy import (
+    CORE,
+    ELSEWHERE,
+    F2P,
+    FIXED_CLEAN,
+    GOLD,
+    HIDDEN_TESTS,
+    P2P,
+    SLOW_TESTS,
+    unified,
+    write_repo,
+)
 
 from repogym.envs.grading.grader import Grader, GraderConfig, GradingReport
 from repogym.envs.grading.rewards import dense
@@ -217,3 +228,31 @@ def test_the_tracer_runs_the_failing_tests_not_their_files(tmp_path: Path, neigh
     (parse_qty,) = [info for key, info in functions.items() if key.endswith(":parse_qty")]
     # thousands and padded; plain too with its neighbours, or with the file
     assert parse_qty["from_tests"] == traced
+
+
+def test_the_traced_run_in_a_container_ends_at_its_budget(tmp_path: Path) -> None:
+    """In the task's container, a failing test that calls the package for 600 s is cut at the
+    tracer's budget: the recording goes on with what was seen, and says it was cut short."""
+    import time
+
+    from repogym.images.repository import ensure_image
+    from repogym.sandbox.base import SandboxConfig
+    from repogym.sandbox.docker import DockerSandbox
+    from repogym.tasks.sources.enrich import EnrichConfig, _GoldRecording
+
+    task = toy_task(tmp_path / "inv")
+    slow = "tests/test_slow.py::test_a_million_calls"
+    task = task.with_(test_patch=task.test_patch + unified("tests/test_slow.py", "", SLOW_TESTS),
+                      FAIL_TO_PASS=(*task.FAIL_TO_PASS, slow))
+    image = ensure_image(task, progress=lambda _m: None).tag
+    config = SandboxConfig(image=image, role="tracer", **Grader().container_config())
+    with DockerSandbox(config) as box:
+        recording = _GoldRecording(box, task, EnrichConfig(neighbours=0, trace_budget=5.0))
+        recording.apply("gold.patch", task.patch)
+        recording.apply("test.patch", task.test_patch)
+        start = time.monotonic()
+        functions, _calls = recording.trace([])
+        assert time.monotonic() - start < 120  # the test alone loops for 600 s
+    assert recording.cut_short
+    (parse_qty,) = [info for key, info in functions.items() if key.endswith(":parse_qty")]
+    assert parse_qty["from_tests"] > 0

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from gold_toy import CORE, GOLD, HIDDEN_TESTS, unified, write_repo
+from gold_toy import CORE, GOLD, HIDDEN_TESTS, SLOW_TESTS, unified, write_repo
 
 from repogym.envs.grading.agreement import score_gold
 from repogym.envs.grading.rewards import dense
@@ -123,18 +123,6 @@ def test_tracer_records_boundary_calls_and_the_patch_functions(tmp_path: Path) -
         sys.path.remove(str(repo))
         for name in [m for m in sys.modules if m == "inv" or m.startswith("inv.")]:
             sys.modules.pop(name)
-
-
-SLOW_TESTS = """\
-import time
-from inv import parse_qty
-
-
-def test_a_million_calls():
-    end = time.monotonic() + 600
-    while time.monotonic() < end:
-        assert parse_qty("7") == 7
-"""
 
 
 def test_the_traced_run_ends_at_its_time_budget_with_what_it_saw(tmp_path: Path) -> None:
